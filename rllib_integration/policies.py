@@ -84,12 +84,13 @@ def make_backend(specs: Mapping[str, LLMPolicySpec], *, backend: str = "hf", dev
 
     The backend's initial weights do not matter: the algorithm pushes the learner's weights
     (full state dicts, or LoRA adapter weights at L2) before the first rollout.
-    ``options``: HF backend keywords (``static_cache``, ``compile``, ``logprobs``) or, for vLLM,
+    ``options``: HF backend keywords (``static_cache``, ``compile``, ``logprobs``, ``max_batch_size``) or, for vLLM,
     ``{"engine_options": {...}}`` passed to ``vllm.LLM``.
     """
     from .core.backends import make_backend as _make
 
     opts = dict(options or {})
+    max_batch_size = int(opts.pop("max_batch_size", max_batch_size))
 
     specs = dict(specs)
     levels = {s.level for s in specs.values()}

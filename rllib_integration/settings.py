@@ -283,8 +283,14 @@ class RolloutSettings(_Section):
         "of the env (same samples as 1 = one after another); null: `RolloutSampler`'s default, 8 threads when a "
         "candidate step takes >= 2 ms (it ran a sandbox), else sequential", ge=1)
     static_cache: StrictBool = setting(
-        False, "HF backend: transformers' static KV cache (prompts padded to a multiple of 64 tokens; same tokens "
-        "and log-probs as the dynamic cache; faster on a GPU, see benchmarks/RESULTS.md \"GPU\")")
+        False, "HF backend: transformers' static KV cache (prompts padded to a multiple of 64 tokens and the batch to "
+        "`max_batch_size` rows; the same tokens and log-probs as the dynamic cache on the same rows; faster on a "
+        "GPU, see benchmarks/RESULTS.md \"GPU\")")
+    max_batch_size: StrictInt = setting(
+        64, "HF backend: sequences per `generate` call (larger requests are split); with `static_cache` every call "
+        "is padded to this many rows, so the compiled decoding step sees one batch shape: set it to the largest "
+        "batch a turn asks for (`envs_per_iteration` x `sampling.k`)", ge=1, attr="generation_max_batch_size",
+        why="`max_batch_size` alone does not say of what")
     compile: Optional[StrictBool] = setting(
         None, "HF backend with `static_cache`: torch.compile the decoding step (null: transformers' default)",
         attr="generation_compile", why="`compile` alone does not say of what")

@@ -22,7 +22,7 @@ def test_gpu_keys_reach_atgrpo_config_specs_and_backend():
 
     cfg = _run_config(training={"micro_batch_tokens": 4096, "logprob_chunk_tokens": 256,
                                 "gradient_checkpointing": True, "master_weights": False},
-                      rollout={"static_cache": True, "compile": False, "logprobs": "forward",
+                      rollout={"static_cache": True, "compile": False, "logprobs": "forward", "max_batch_size": 24,
                                "vllm": {"gpu_memory_utilization": 0.3}})
     c = ATGRPOConfig.from_run_config(cfg)
     assert (c.micro_batch_tokens, c.logprob_chunk_tokens, c.gradient_checkpointing, c.master_weights) == \
@@ -30,7 +30,13 @@ def test_gpu_keys_reach_atgrpo_config_specs_and_backend():
     fake = SimpleNamespace(config=c)
     spec = _policy_specs(c, ["shared"])["shared"].module_config()
     assert (spec["master_weights"], spec["gradient_checkpointing"], spec["logprob_chunk_tokens"]) == (False, True, 256)
-    assert ATGRPO._backend_options(fake) == {"static_cache": True, "compile": False, "logprobs": "forward"}
+    opts = ATGRPO._backend_options(fake)
+    assert opts == {"static_cache": True, "compile": False, "logprobs": "forward", "max_batch_size": 24}
+    from rllib_integration.core.models import build_tiny_model
+    from rllib_integration.policies import LLMPolicySpec, make_backend
+
+    be = make_backend({"shared": LLMPolicySpec("shared", str(build_tiny_model()))}, device="cpu", options=opts)
+    assert (be.max_batch_size, be.static_cache, be.logprobs_mode) == (24, True, "forward")
     c.generation_backend = "vllm"
     assert ATGRPO._backend_options(fake) == {"engine_options": {"gpu_memory_utilization": 0.3}}
 

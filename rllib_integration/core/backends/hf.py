@@ -30,9 +30,16 @@ logits). Two ways, chosen by ``logprobs=``:
 Options (constructor keywords, also on :meth:`HFBackend.with_lora`): ``static_cache`` (use
 transformers' static KV cache, ``cache_implementation="static"``: same tokens and log-probs,
 faster on GPU, where transformers may also compile the decoding step; prompts are then padded
-to a multiple of :data:`STATIC_WIDTH_MULTIPLE` tokens so that few cache lengths are compiled;
-the batch size is not padded, since extra rows would change a seed's samples), ``compile`` (``None``:
-transformers' default; ``False`` sets ``disable_compile``), ``logprobs`` (above).
+to a multiple of :data:`STATIC_WIDTH_MULTIPLE` tokens, and every call's batch is padded to
+``max_batch_size`` rows (copies of its first prompt, marked finished before the first step and
+dropped from the result), so the compiled decoding step sees one batch shape and the cache only
+grows: transformers re-traces that step for every new (batch, cache length), ~40-80 s each on an
+H100 for SmolLM2, and a tree rollout's batch shrinks as episodes end. The decoding step is
+compiled with ``dynamic=False`` (one specialised graph per shape, never a slower dynamic-shape
+graph after the first recompile). The real rows come first, so on CPU they sample the same
+tokens as unpadded; on CUDA a seed's samples depend on the batch shape (still reproducible for a
+config)), ``compile`` (``None``: transformers' default; ``False`` sets ``disable_compile``),
+``logprobs`` (above).
 ``sync_seconds`` accumulates the time spent in :meth:`update_weights`.
 """
 
@@ -75,6 +82,17 @@ class _CompletionStop:
         tails = self.tok.batch_decode(gen[:, -self.window:], skip_special_tokens=True)
         return torch.tensor([any(s in t for s in self.stops) for t in tails], dtype=torch.bool,
                             device=input_ids.device)
+
+
+class _RowsDone:
+    """Stopping criterion: the padding rows of a static-cache batch are finished from the first step
+    (so they never keep ``generate`` running after the real rows stop)."""
+
+    def __init__(self, done: torch.Tensor) -> None:
+        self.done = done
+
+    def __call__(self, input_ids, scores, **kwargs):
+        return self.done.to(input_ids.device)
 
 
 class _SampledLogprobs:
@@ -293,13 +311,15 @@ class HFBackend(GenerationBackend):
         pad_id = tok.pad_token_id
         eos_ids = self._eos_ids(model, tok)
         width = max(len(p) for p in prompts)
+        n_real = len(prompts)
+        rows = list(prompts)
         if self.static_cache:
-            # Few distinct shapes: a compiled static-cache decode step is re-traced per (batch, cache length).
-            # (The batch is not padded: extra rows would change the sampled tokens of a seed.)
+            # One shape for the compiled decode step: width to a multiple, batch to max_batch_size (module doc).
             width = -(-width // STATIC_WIDTH_MULTIPLE) * STATIC_WIDTH_MULTIPLE
-        input_ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
-        attn = torch.zeros((len(prompts), width), dtype=torch.long)
-        for b, p in enumerate(prompts):
+            rows += [prompts[0]] * max(0, self.max_batch_size - n_real)
+        input_ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+        attn = torch.zeros((len(rows), width), dtype=torch.long)
+        for b, p in enumerate(rows):
             if p:
                 input_ids[b, width - len(p):] = torch.tensor(p, dtype=torch.long)
                 attn[b, width - len(p):] = 1
@@ -319,6 +339,10 @@ class HFBackend(GenerationBackend):
         extra: dict[str, Any] = {}
         if self.static_cache:
             extra["cache_implementation"] = "static"
+            if self.device.type != "cpu" and self.compile is not False:  # transformers compiles off-CPU only
+                from transformers import CompileConfig
+
+                extra["compile_config"] = CompileConfig(dynamic=False)
         if self.compile is not None:
             extra["disable_compile"] = not self.compile
         gen_cfg = GenerationConfig(
@@ -339,11 +363,16 @@ class HFBackend(GenerationBackend):
         try:
             kwargs = dict(input_ids=input_ids.to(self.device), attention_mask=attn.to(self.device),
                           generation_config=gen_cfg, logits_processor=processors)
+            from transformers import StoppingCriteriaList
+
+            criteria = StoppingCriteriaList()
             if params.stop:
                 # Our own criterion: HF's stop_strings also match across the prompt boundary.
-                from transformers import StoppingCriteriaList
-
-                kwargs["stopping_criteria"] = StoppingCriteriaList([_CompletionStop(tok, params.stop, width)])
+                criteria.append(_CompletionStop(tok, params.stop, width))
+            if len(rows) > n_real:
+                criteria.append(_RowsDone(torch.arange(len(rows)) >= n_real))
+            if criteria:
+                kwargs["stopping_criteria"] = criteria
             if seed is not None:
                 devices = [self.device] if self.device.type == "cuda" else []
                 with torch.random.fork_rng(devices=devices):
@@ -353,12 +382,13 @@ class HFBackend(GenerationBackend):
                 out = model.generate(**kwargs)
         finally:
             model.train(was_training)
-        new = out.sequences[:, width:].cpu()
+        sequences = out.sequences[:n_real]
+        new = sequences[:, width:].cpu()
         eos_set = set(eos_ids)
         if recorder is not None:
-            lps = recorder.finish(new)
+            lps = recorder.finish(out.sequences[:, width:].cpu())[:n_real]
         else:
-            lps = self._forward_logprobs(model, out.sequences, attn, width, eos_set)
+            lps = self._forward_logprobs(model, sequences, attn[:n_real], width, eos_set)
         completions = []
         for b, p in enumerate(prompts):
             ids = new[b].tolist()

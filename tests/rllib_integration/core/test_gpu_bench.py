@@ -27,3 +27,23 @@ def test_gpu_bench_quick_runs_every_part(tmp_path, capsys):
         assert it["extra"][k] >= 0, k
     assert it["extra"]["samples"] > 0
     assert "HFBackend static" in capsys.readouterr().out
+
+
+def test_gpu_bench_learner_variants(tmp_path):
+    """--learner-variants: each scheme builds its own model and reports; a bad spec names the key."""
+    import pytest
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import gpu_bench
+    finally:
+        sys.path.pop(0)
+    specs = ["precision=low,mb=0", "gc=1,mb=64"]
+    res = gpu_bench.main(["--quick", "--device", "cpu", "--parts", "learner", "--learner-variants", *specs])
+    rows = [r for r in res["rows"] if r["part"] == "learner"]
+    assert [r["variant"] for r in rows] == specs
+    assert all(r["tokens_per_s"] > 0 and r["extra"]["params"] > 0 for r in rows)
+    assert gpu_bench.parse_variant("compile=1,budget=0.5,mb=4096") == \
+        {"precision": "autocast", "gc": 0, "compile": 1, "budget": 0.5, "mb": 4096}
+    with pytest.raises(SystemExit, match="unknown key 'micro'"):
+        gpu_bench.parse_variant("micro=4")

@@ -10,11 +10,16 @@ from rllib_integration.core.models import load_model
 PROMPTS = ["solve: 1 2 3", "plan a path", "x", "the grid is 4 by 4 and the goal"]
 
 
-def _reference(model, tok, prompts, params):
-    """Today's path: raw ``generate`` with ``output_logits=True``, log_softmax of the stacked logits."""
+def _reference(model, tok, prompts, params, pad_rows_to=0):
+    """Today's path: raw ``generate`` with ``output_logits=True``, log_softmax of the stacked logits.
+
+    ``pad_rows_to``: the batch the static-cache backend runs (its real rows, then copies of the first
+    prompt up to ``max_batch_size``): a seed's samples depend on the batch shape, so the reference runs the
+    same rows and only the real ones are compared."""
     from transformers import GenerationConfig
 
     ids = [tok(p)["input_ids"] for p in prompts for _ in range(params.n)]
+    ids += [ids[0]] * max(0, pad_rows_to - len(ids))
     width = max(map(len, ids))
     x = torch.full((len(ids), width), tok.pad_token_id)
     attn = torch.zeros_like(x)
@@ -45,10 +50,11 @@ def test_backend_options_match_plain_generate(tiny_model_path, params, opts):
     model, tok = load_model(tiny_model_path, dtype=torch.float32, device="cpu")
     model.eval()
     tok.padding_side = "left"
-    ref_tokens, ref_lp = _reference(model, tok, PROMPTS, params)
     be = HFBackend({"p": (model, tok)}, device="cpu", **opts)
+    pad = be.max_batch_size if be.static_cache else 0
+    ref_tokens, ref_lp = _reference(model, tok, PROMPTS, params, pad_rows_to=pad)
     comps = [c for cs in be.generate([GenerationRequest("p", prompt=p) for p in PROMPTS], params) for c in cs]
-    assert len(comps) == ref_tokens.shape[0]
+    assert len(comps) == len(PROMPTS) * params.n
     eos = tok.eos_token_id
     for b, c in enumerate(comps):
         want = ref_tokens[b].tolist()
@@ -56,6 +62,49 @@ def test_backend_options_match_plain_generate(tiny_model_path, params, opts):
             want = want[:want.index(eos) + 1]
         assert c.token_ids == want
         torch.testing.assert_close(torch.tensor(c.logprobs), ref_lp[b, :len(want)], atol=1e-5, rtol=0)
+
+
+class _ShapeSpy:
+    """Wraps ``model.generate`` to record the input and output shapes of every call."""
+
+    def __init__(self, model):
+        self.shapes, self.out_lengths, self._generate = [], [], model.generate
+        model.generate = self
+
+    def __call__(self, **kwargs):
+        self.shapes.append(tuple(kwargs["input_ids"].shape))
+        out = self._generate(**kwargs)
+        self.out_lengths.append(out.sequences.shape[1] - kwargs["input_ids"].shape[1])
+        return out
+
+
+def test_static_cache_runs_one_batch_shape(tiny_model_path):
+    """Every static-cache call runs ``max_batch_size`` rows (one compiled decode shape), whatever the
+    number of requests, and returns exactly the real rows."""
+    model, tok = load_model(tiny_model_path, dtype=torch.float32, device="cpu")
+    be = HFBackend({"p": (model, tok)}, device="cpu", static_cache=True, max_batch_size=8)
+    spy = _ShapeSpy(model)
+    params = SamplingParams(temperature=1.0, max_new_tokens=6, n=1, seed=3)
+    for n in (1, 3, 8, 11):  # 11 = one full chunk of 8, then 3
+        out = be.generate([GenerationRequest("p", prompt=PROMPTS[i % len(PROMPTS)]) for i in range(n)], params)
+        assert len(out) == n and all(len(cs) == 1 and cs[0].token_ids for cs in out)
+    assert [b for b, _ in spy.shapes] == [8] * 5
+    assert all(w % 64 == 0 for _, w in spy.shapes)
+
+
+def test_static_cache_padding_rows_never_prolong_generation(tiny_model_path):
+    """The padding rows are finished from the first step: when the one real row stops (here at a stop
+    string it samples early), ``generate`` ends there, not after ``max_new_tokens`` for the copies."""
+    model, tok = load_model(tiny_model_path, dtype=torch.float32, device="cpu")
+    be = HFBackend({"p": (model, tok)}, device="cpu", static_cache=True, max_batch_size=16)
+    spy = _ShapeSpy(model)
+    free = SamplingParams(temperature=1.0, max_new_tokens=40, n=1, seed=11)
+    text = be.generate([GenerationRequest("p", prompt=PROMPTS[1])], free)[0][0].text
+    stop = next(ch for ch in text[:5] if ch.strip())  # a character the real row writes within 5 tokens
+    stopped = be.generate([GenerationRequest("p", prompt=PROMPTS[1])],
+                          SamplingParams(temperature=1.0, max_new_tokens=40, n=1, seed=11, stop=(stop,)))[0][0]
+    assert stopped.finish_reason == "stop"
+    assert spy.out_lengths[-1] == len(stopped.token_ids) < 40
 
 
 def test_backend_rejects_unknown_logprob_mode(tiny_model_path):

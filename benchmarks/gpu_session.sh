@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# The GPU runs of issues 10 and 14, one phase per device call (each call is limited to 10 minutes).
+# On the lent machine, after `.gpu/c/install.sh` (DEVELOPERS.md "GPU"):
+#   bash benchmarks/gpu_session.sh smollm2   # issue 10: SmolLM2 plan-path, 10 iterations; HF backend vs raw generate
+#   bash benchmarks/gpu_session.sh learner   # issue 10: the 1.7B-shaped learner, several precision/memory schemes
+#   bash benchmarks/gpu_session.sh warm      # issue 14: SmolLM2 warm start + AT-GRPO, plan-path 4x4 and sudoku 4x4
+# Everything goes to $OUT (default /tmp/gpu_out); numbers are copied into benchmarks/RESULTS.md by hand.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/gpu_out}
+mkdir -p "$OUT"
+export RAY_AUTH_MODE=disabled PYTHONUNBUFFERED=1
+nvidia-smi --query-gpu=timestamp,memory.used,utilization.gpu --format=csv -l 5 > "$OUT/smi_$1.csv" 2>/dev/null &
+SMI=$!
+trap 'kill $SMI 2>/dev/null' EXIT
+case "$1" in
+  smollm2)
+    timeout 400 python benchmarks/gpu_train_check.py configs/gpu/planpath_smollm2.yaml --iterations 10 \
+      --set evaluation.interval=0 --out "$OUT/smollm2_train.json" 2>&1 | tee "$OUT/smollm2_train.log" | grep -v "^(" | tail -n 40
+    timeout 150 python benchmarks/gpu_bench.py --shape smollm2-135m --tokenizer smollm2 --dtype bfloat16 \
+      --gen-batch 64 --prompt-len 300 --new-tokens 256 --parts generate --out "$OUT/smollm2_generate.json" \
+      2>&1 | tee "$OUT/smollm2_generate.log" | tail -n 12
+    ;;
+  learner)
+    timeout 560 python benchmarks/gpu_bench.py --shape qwen3-1.7b --dtype bfloat16 --learn-batch 32 --learn-len 384 \
+      --parts learner --learner-repeats 2 --out "$OUT/learner.json" --learner-variants \
+      "compile=1,budget=0.5,mb=12288" "compile=1,mb=4096" "gc=1,mb=0" "precision=low,mb=12288" \
+      "compile=1,budget=0.3,mb=12288" "precision=low,compile=1,mb=12288" "compile=1,mb=12288" \
+      2>&1 | tee "$OUT/learner.log" | tail -n 30
+    ;;
+  warm)
+    for task in planpath sudoku; do
+      timeout 560 python -m rllib_integration.cli train "configs/gpu/${task}_smollm2_warm.yaml" --num-cpus 7 \
+        --output-dir "/tmp/${task}_warm" > "$OUT/${task}_warm.log" 2>&1 &
+    done
+    wait
+    for task in planpath sudoku; do  # not the checkpoints (GBs)
+      mkdir -p "$OUT/${task}_warm" && cp /tmp/${task}_warm/{metrics.jsonl,metrics.csv,learning_curve.png,config.yaml} "$OUT/${task}_warm/"
+    done
+    for task in planpath sudoku; do
+      echo "== $task"; grep -a "warm start\|\[iter" "$OUT/${task}_warm.log" | sed 's/.*\r//' | tail -n 16
+    done
+    ;;
+  *) echo "usage: $0 smollm2|learner|warm" >&2; exit 2 ;;
+esac

@@ -43,11 +43,14 @@ VARIANTS: dict[str, dict[str, Any]] = {
                          "training.group_by": ["task_id", "agent"]},
     # AT-GRPO with one shared policy for both roles (one lr: `training.lr`, the executor's of L3)
     "at_grpo_l1": {"specialization": "L1", "policies": {}},
+    # AT-GRPO's groups (task, env, turn, agent) over K parallel episodes per env instead of a tree
+    "at_grpo_parallel_l3": {"sampling.mode": "parallel"},
 }
 DESCRIPTIONS = {
     "at_grpo_l3": "AT-GRPO, tree, groups (task, env, turn, agent), L3 (policy per role)",
     "grpo_parallel_l3": "per-agent GRPO, parallel sampling, groups (task, agent), L3",
     "at_grpo_l1": "AT-GRPO, tree, groups (task, env, turn, agent), L1 (one shared policy)",
+    "at_grpo_parallel_l3": "AT-GRPO groups (task, env, turn, agent), parallel sampling, L3",
 }
 
 

@@ -224,14 +224,6 @@ def parse_variant(spec: str) -> dict[str, Any]:
     return v
 
 
-def compile_layers(model) -> int:
-    """``torch.compile`` every decoder layer (regional compilation: one graph, reused by all layers)."""
-    layers = model.model.layers
-    for layer in layers:
-        layer.compile(dynamic=True)
-    return len(layers)
-
-
 def bench_learner(shape: str, args, device: str, autocast: Optional[torch.dtype]) -> list[Row]:
     specs = list(args.learner_variants or [])
     if not specs:  # the plain sweep: the learner's default scheme at each --micro-batch-tokens
@@ -246,13 +238,14 @@ def bench_learner(shape: str, args, device: str, autocast: Optional[torch.dtype]
         if v["gc"]:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         budget_before = None
-        if v["compile"]:
+        if v["compile"]:  # what `training.compile_layers` / `activation_memory_budget` do in the learner
             import torch._functorch.config as fconfig
 
+            from rllib_integration.core.models import compile_decoder_layers
+
             budget_before = fconfig.activation_memory_budget
-            fconfig.activation_memory_budget = v["budget"]
             torch._dynamo.reset()
-            compile_layers(model)
+            compile_decoder_layers(model, memory_budget=v["budget"])
         n_params = sum(p.numel() for p in model.parameters())
         batch = synthetic_batch(args.learn_batch, args.learn_len, model.config.vocab_size, device)
         tokens = args.learn_batch * args.learn_len

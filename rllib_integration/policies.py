@@ -48,6 +48,8 @@ class LLMPolicySpec:
     master_weights: bool = True  # low-precision dtype: fp32 trainable weights + autocast (rl_module)
     gradient_checkpointing: bool = False
     logprob_chunk_tokens: int = 1024  # LM-head rows per chunk of the learner's log-prob pass
+    compile_layers: bool = False  # torch.compile each decoder layer (core.models.compile_decoder_layers)
+    activation_memory_budget: float = 1.0  # ... keeping this fraction of the activations
 
     def module_config(self) -> dict[str, Any]:
         """The ``model_config`` dict of this policy's RLModule."""
@@ -253,7 +255,9 @@ def _policy_specs(config: Any, pids: list[str]) -> dict[str, LLMPolicySpec]:
     common = dict(level=level, dtype=config.model_dtype, seed=int(config.seed or 0),
                   master_weights=bool(config.master_weights),
                   gradient_checkpointing=bool(config.gradient_checkpointing),
-                  logprob_chunk_tokens=int(config.logprob_chunk_tokens))
+                  logprob_chunk_tokens=int(config.logprob_chunk_tokens),
+                  compile_layers=bool(config.compile_layers),
+                  activation_memory_budget=float(config.activation_memory_budget))
     if level == "L1" and len(pids) != 1:
         raise ConfigError(f"specialization L1 trains one shared model, but policies are {pids}; "
                           "map every agent to one policy or use L2/L3")

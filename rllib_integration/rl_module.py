@@ -2,7 +2,9 @@
 
 ``model_config`` is :meth:`LLMPolicySpec.module_config` (``policy_id``, ``model_path``,
 ``level``, ``lora``, ``dtype``, ``seed``; optional GPU keys: ``master_weights`` (default True),
-``gradient_checkpointing`` (default False), ``logprob_chunk_tokens`` (default 1024)).
+``gradient_checkpointing`` (default False), ``logprob_chunk_tokens`` (default 1024),
+``compile_layers`` (default False) with ``activation_memory_budget`` (default 1.0): every decoder
+layer ``torch.compile``d, :func:`core.models.compile_decoder_layers`).
 
 * Mixed precision: with a low-precision ``dtype`` (bfloat16/float16) and ``master_weights``
   the trainable weights are kept in float32 (so small Adam updates are not rounded away) and
@@ -102,6 +104,10 @@ class LLMRLModule(TorchRLModule):
             self.lm.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
             if self.level == "L2":
                 self.lm.enable_input_require_grads()  # frozen embeddings: let checkpointed blocks see grads
+        if cfg.get("compile_layers"):
+            from .core.models import compile_decoder_layers
+
+            compile_decoder_layers(self.lm, memory_budget=float(cfg.get("activation_memory_budget", 1.0)))
         self.lm.train()  # no dropout in the tiny model; HF sets eval() on load
         self.with_entropy = bool(cfg.get("with_entropy", False))
         self.with_reference = bool(cfg.get("with_reference", False))

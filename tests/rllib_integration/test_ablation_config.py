@@ -35,6 +35,10 @@ def test_variants_change_only_their_subject_with_the_same_budget(ablation):
     assert (par["sampling"]["mode"], par["training"]["estimator"]) == ("parallel", "grpo_per_agent")
     assert par["training"]["group_by"] == ["task_id", "agent"] and par["specialization"] == "L3"
     assert l1["specialization"] == "L1" and l1["policies"] == {} and l1["sampling"]["mode"] == "tree"
+    atp = cfgs["at_grpo_parallel_l3"]  # AT-GRPO's groups, parallel episodes: only the sampler differs
+    assert (atp["sampling"]["mode"], atp["training"]["estimator"]) == ("parallel", "at_grpo")
+    assert atp["specialization"] == "L3"
+    assert atp["training"]["group_by"] == at["training"]["group_by"] and atp["policies"] == at["policies"]
 
 
 def test_param_space_is_a_grid_over_variants_and_seeds_and_builds_atgrpo_configs(ablation):

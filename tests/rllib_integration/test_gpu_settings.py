@@ -21,7 +21,8 @@ def test_gpu_keys_reach_atgrpo_config_specs_and_backend():
     from rllib_integration.algorithm import ATGRPO
 
     cfg = _run_config(training={"micro_batch_tokens": 4096, "logprob_chunk_tokens": 256,
-                                "gradient_checkpointing": True, "master_weights": False},
+                                "gradient_checkpointing": True, "master_weights": False, "compile_layers": True,
+                                "activation_memory_budget": 0.5},
                       rollout={"static_cache": True, "compile": False, "logprobs": "forward", "max_batch_size": 24,
                                "vllm": {"gpu_memory_utilization": 0.3}})
     c = ATGRPOConfig.from_run_config(cfg)
@@ -30,6 +31,7 @@ def test_gpu_keys_reach_atgrpo_config_specs_and_backend():
     fake = SimpleNamespace(config=c)
     spec = _policy_specs(c, ["shared"])["shared"].module_config()
     assert (spec["master_weights"], spec["gradient_checkpointing"], spec["logprob_chunk_tokens"]) == (False, True, 256)
+    assert (spec["compile_layers"], spec["activation_memory_budget"]) == (True, 0.5)
     opts = ATGRPO._backend_options(fake)
     assert opts == {"static_cache": True, "compile": False, "logprobs": "forward", "max_batch_size": 24}
     from rllib_integration.core.models import build_tiny_model
@@ -59,6 +61,8 @@ def test_per_policy_kl_and_entropy_coefficients():
     ("training.micro_batch_tokens", -1, "training.micro_batch_tokens"),
     ("rollout.logprobs", "full", "rollout.logprobs"),
     ("training.master_weights", "yes", "training.master_weights"),
+    ("training.activation_memory_budget", 1.5, "training.activation_memory_budget"),
+    ("rollout.max_batch_size", 0, "rollout.max_batch_size"),
 ])
 def test_bad_gpu_settings_name_the_key(key, value, match):
     sec, k = key.split(".")

@@ -33,12 +33,15 @@ faster on GPU, where transformers may also compile the decoding step; prompts ar
 to a multiple of :data:`STATIC_WIDTH_MULTIPLE` tokens, and every call's batch is padded to
 ``max_batch_size`` rows (copies of its first prompt, marked finished before the first step and
 dropped from the result), so the compiled decoding step sees one batch shape and the cache only
-grows: transformers re-traces that step for every new (batch, cache length), ~40-80 s each on an
-H100 for SmolLM2, and a tree rollout's batch shrinks as episodes end. The decoding step is
-compiled with ``dynamic=False`` (one specialised graph per shape, never a slower dynamic-shape
-graph after the first recompile). The real rows come first, so on CPU they sample the same
-tokens as unpadded; on CUDA a seed's samples depend on the batch shape (still reproducible for a
-config)), ``compile`` (``None``: transformers' default; ``False`` sets ``disable_compile``),
+grows: transformers re-traces that step for a new (batch, cache length), ~40-80 s each on an
+H100 for SmolLM2, and a tree rollout's batch shrinks as episodes end. The compile settings are
+transformers' own (``dynamic=None``: after the first re-trace the cache length becomes a dynamic
+dimension, so a longer prompt later costs no further re-trace; with ``dynamic=False`` every new
+cache length re-traced, measured on an H100 in benchmarks/RESULTS.md "GPU"). A seed's samples
+depend on the batch shape (torch draws one random number per row and step), so the padded call
+samples other tokens than an unpadded one would; it is reproducible for a given
+``max_batch_size``, and tokens and log-probs equal plain ``generate`` on the same rows),
+``compile`` (``None``: transformers' default; ``False`` sets ``disable_compile``),
 ``logprobs`` (above).
 ``sync_seconds`` accumulates the time spent in :meth:`update_weights`.
 """
@@ -339,10 +342,6 @@ class HFBackend(GenerationBackend):
         extra: dict[str, Any] = {}
         if self.static_cache:
             extra["cache_implementation"] = "static"
-            if self.device.type != "cpu" and self.compile is not False:  # transformers compiles off-CPU only
-                from transformers import CompileConfig
-
-                extra["compile_config"] = CompileConfig(dynamic=False)
         if self.compile is not None:
             extra["disable_compile"] = not self.compile
         gen_cfg = GenerationConfig(

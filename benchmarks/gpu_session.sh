@@ -15,7 +15,7 @@ SMI=$!
 trap 'kill $SMI 2>/dev/null' EXIT
 case "$1" in
   smollm2)
-    timeout 400 python benchmarks/gpu_train_check.py configs/gpu/planpath_smollm2.yaml --iterations 10 \
+    timeout 420 python benchmarks/gpu_train_check.py configs/gpu/planpath_smollm2.yaml --iterations 10 \
       --set evaluation.interval=0 --out "$OUT/smollm2_train.json" 2>&1 | tee "$OUT/smollm2_train.log" | grep -v "^(" | tail -n 40
     timeout 150 python benchmarks/gpu_bench.py --shape smollm2-135m --tokenizer smollm2 --dtype bfloat16 \
       --gen-batch 64 --prompt-len 300 --new-tokens 256 --parts generate --out "$OUT/smollm2_generate.json" \
@@ -29,11 +29,13 @@ case "$1" in
       2>&1 | tee "$OUT/learner.log" | tail -n 30
     ;;
   warm)
+    pids=()
     for task in planpath sudoku; do
       timeout 560 python -m rllib_integration.cli train "configs/gpu/${task}_smollm2_warm.yaml" --num-cpus 7 \
         --output-dir "/tmp/${task}_warm" > "$OUT/${task}_warm.log" 2>&1 &
+      pids+=($!)
     done
-    wait
+    wait "${pids[@]}"  # not a bare `wait`: that also waits for the nvidia-smi logger
     for task in planpath sudoku; do  # not the checkpoints (GBs)
       mkdir -p "$OUT/${task}_warm" && cp /tmp/${task}_warm/{metrics.jsonl,metrics.csv,learning_curve.png,config.yaml} "$OUT/${task}_warm/"
     done

@@ -599,12 +599,13 @@ class ATGRPO(Algorithm):
             _RESTORING.reset(token)
 
     def _backend_options(self) -> dict[str, Any]:
-        """Keywords of the generation backend (``rollout.static_cache/compile/logprobs/max_batch_size/vllm``)."""
+        """Keywords of the generation backend (``rollout.static_cache/compile/logprobs/max_batch_size/warmup/vllm``)."""
         cfg = self.config
         if cfg.generation_backend == "vllm":
             return {"engine_options": dict(cfg.vllm_options or {})}
         return {"static_cache": bool(cfg.static_cache), "compile": cfg.generation_compile,
-                "logprobs": cfg.rollout_logprobs, "max_batch_size": int(cfg.generation_max_batch_size)}
+                "logprobs": cfg.rollout_logprobs, "max_batch_size": int(cfg.generation_max_batch_size),
+                "warmup": bool(cfg.generation_warmup)}
 
     def _policy_setting(self, pid: str, key: str) -> Any:
         return policy_setting(self.config, pid, key)

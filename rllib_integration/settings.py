@@ -291,6 +291,10 @@ class RolloutSettings(_Section):
         "is padded to this many rows, so the compiled decoding step sees one batch shape: set it to the largest "
         "batch a turn asks for (`envs_per_iteration` x `sampling.k`)", ge=1, attr="generation_max_batch_size",
         why="`max_batch_size` alone does not say of what")
+    warmup: StrictBool = setting(
+        True, "HF backend with `static_cache` on a GPU: compile the decoding step while each rollout worker "
+        "starts (two short `generate` calls) instead of during the first iteration", attr="generation_warmup",
+        why="`warmup` alone does not say of what")
     compile: Optional[StrictBool] = setting(
         None, "HF backend with `static_cache`: torch.compile the decoding step (null: transformers' default)",
         attr="generation_compile", why="`compile` alone does not say of what")

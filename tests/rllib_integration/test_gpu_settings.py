@@ -24,6 +24,7 @@ def test_gpu_keys_reach_atgrpo_config_specs_and_backend():
                                 "gradient_checkpointing": True, "master_weights": False, "compile_layers": True,
                                 "activation_memory_budget": 0.5},
                       rollout={"static_cache": True, "compile": False, "logprobs": "forward", "max_batch_size": 24,
+                               "warmup": False,
                                "vllm": {"gpu_memory_utilization": 0.3}})
     c = ATGRPOConfig.from_run_config(cfg)
     assert (c.micro_batch_tokens, c.logprob_chunk_tokens, c.gradient_checkpointing, c.master_weights) == \
@@ -33,7 +34,8 @@ def test_gpu_keys_reach_atgrpo_config_specs_and_backend():
     assert (spec["master_weights"], spec["gradient_checkpointing"], spec["logprob_chunk_tokens"]) == (False, True, 256)
     assert (spec["compile_layers"], spec["activation_memory_budget"]) == (True, 0.5)
     opts = ATGRPO._backend_options(fake)
-    assert opts == {"static_cache": True, "compile": False, "logprobs": "forward", "max_batch_size": 24}
+    assert opts == {"static_cache": True, "compile": False, "logprobs": "forward", "max_batch_size": 24,
+                    "warmup": False}
     from rllib_integration.core.models import build_tiny_model
     from rllib_integration.policies import LLMPolicySpec, make_backend
 

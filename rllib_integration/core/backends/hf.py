@@ -42,7 +42,8 @@ depend on the batch shape (torch draws one random number per row and step), so t
 samples other tokens than an unpadded one would; it is reproducible for a given
 ``max_batch_size``, and tokens and log-probs equal plain ``generate`` on the same rows),
 ``compile`` (``None``: transformers' default; ``False`` sets ``disable_compile``),
-``logprobs`` (above).
+``logprobs`` (above), ``warmup`` (compile the decoding step while the backend is built,
+:meth:`HFBackend.warmup`, when it will be compiled: static cache on a GPU).
 ``sync_seconds`` accumulates the time spent in :meth:`update_weights`.
 """
 
@@ -146,6 +147,7 @@ class HFBackend(GenerationBackend):
         static_cache: bool = False,
         compile: Optional[bool] = None,
         logprobs: str = "sampled",
+        warmup: bool = False,
     ) -> None:
         if not policies:
             raise ValueError("HFBackend needs at least one policy: {policy_id: model path or (model, tokenizer)}")
@@ -158,6 +160,8 @@ class HFBackend(GenerationBackend):
             model.to(self.device)
             self._prepare_tokenizer(tok)
             self._models[pid], self._tokenizers[pid], self._adapter[pid] = model, tok, None
+        if warmup and self.compiles_decoding:
+            self.warmup()
 
     @classmethod
     def with_lora(
@@ -171,6 +175,7 @@ class HFBackend(GenerationBackend):
         static_cache: bool = False,
         compile: Optional[bool] = None,
         logprobs: str = "sampled",
+        warmup: bool = False,
     ) -> "HFBackend":
         """One shared base model (path or ``(model, tokenizer)``) with one LoRA adapter per policy.
 
@@ -207,6 +212,8 @@ class HFBackend(GenerationBackend):
         self._models = {pid: peft_model for pid in adapters}
         self._tokenizers = {pid: tok for pid in adapters}
         self._adapter = {pid: pid for pid in adapters}
+        if warmup and self.compiles_decoding:
+            self.warmup()
         return self
 
     def _init_options(self, device: Optional[str], max_batch_size: int, static_cache: bool,
@@ -221,6 +228,33 @@ class HFBackend(GenerationBackend):
         self.compile = compile
         self.logprobs_mode = logprobs
         self.sync_seconds = 0.0
+
+    @property
+    def compiles_decoding(self) -> bool:
+        """True when ``generate`` will compile the decoding step: static cache, compile not disabled,
+        and a device transformers compiles on (not the CPU)."""
+        return self.static_cache and self.compile is not False and self.device.type != "cpu"
+
+    def warmup(self, max_new_tokens: int = 4) -> float:
+        """Compile the static-cache decoding step now instead of in the first rollout: per model, two
+        short greedy calls of ``max_batch_size`` rows whose cache lengths differ, so transformers traces
+        the step once specialised and once with a dynamic cache length (longer prompts later re-trace
+        nothing; measured on an H100, benchmarks/RESULTS.md "GPU"). ``warmup=True`` in the constructor
+        calls it when :attr:`compiles_decoding`. Returns the seconds spent."""
+        if not self.static_cache:
+            return 0.0
+        t0 = time.perf_counter()
+        seen: set[int] = set()
+        params = SamplingParams(temperature=0.0, max_new_tokens=int(max_new_tokens))
+        for pid, model in self._models.items():
+            if id(model) in seen:  # L1 policies / L2 adapters share one compiled model
+                continue
+            seen.add(id(model))
+            tok = self._tokenizers[pid]
+            filler = tok.bos_token_id if tok.bos_token_id is not None else tok.pad_token_id
+            for width in (STATIC_WIDTH_MULTIPLE, 2 * STATIC_WIDTH_MULTIPLE):
+                self._generate_batch(pid, [[filler] * width], params, seed=0)
+        return time.perf_counter() - t0
 
     @staticmethod
     def _prepare_tokenizer(tok) -> None:

@@ -107,6 +107,31 @@ def test_static_cache_padding_rows_never_prolong_generation(tiny_model_path):
     assert spy.out_lengths[-1] == len(stopped.token_ids) < 40
 
 
+def test_warmup_runs_two_full_batches_with_growing_cache_per_model(tiny_model_path):
+    """``warmup()``: per model, two greedy calls of ``max_batch_size`` rows whose cache lengths differ
+    (the specialised trace, then the dynamic-cache-length one); policies sharing a model warm it once."""
+    model, tok = load_model(tiny_model_path, dtype=torch.float32, device="cpu")
+    be = HFBackend({"a": (model, tok), "b": (model, tok)}, device="cpu", static_cache=True, max_batch_size=4)
+    spy = _ShapeSpy(model)
+    assert be.warmup() > 0
+    assert [b for b, _ in spy.shapes] == [4, 4] and spy.shapes[0][1] < spy.shapes[1][1]
+    assert HFBackend({"a": (model, tok)}, device="cpu").warmup() == 0.0  # no static cache: nothing to compile
+
+
+def test_constructor_warms_up_only_where_decoding_compiles(tiny_model_path, monkeypatch):
+    model, tok = load_model(tiny_model_path, dtype=torch.float32, device="cpu")
+    calls = []
+    monkeypatch.setattr(HFBackend, "warmup", lambda self, *a, **k: calls.append(self) or 0.0)
+    cpu = HFBackend({"p": (model, tok)}, device="cpu", static_cache=True, warmup=True)
+    assert not cpu.compiles_decoding and calls == []  # transformers compiles nothing on CPU
+    monkeypatch.setattr(HFBackend, "compiles_decoding", property(lambda self: self.static_cache))
+    gpu_like = HFBackend({"p": (model, tok)}, device="cpu", static_cache=True, warmup=True)
+    assert calls == [gpu_like]
+    HFBackend({"p": (model, tok)}, device="cpu", static_cache=True, warmup=False)
+    HFBackend({"p": (model, tok)}, device="cpu", static_cache=False, warmup=True)
+    assert calls == [gpu_like]
+
+
 def test_backend_rejects_unknown_logprob_mode(tiny_model_path):
     with pytest.raises(ValueError, match="logprobs='full' is not one of"):
         HFBackend({"p": tiny_model_path}, device="cpu", logprobs="full")

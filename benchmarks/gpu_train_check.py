@@ -35,6 +35,18 @@ def _peak_gib() -> Optional[float]:
     return round(torch.cuda.max_memory_allocated() / 2**30, 3)
 
 
+def _release_gpu_memory() -> None:
+    """Collect garbage, return cached CUDA blocks and restart the peak-memory count."""
+    import gc
+
+    import torch
+
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
+
+
 def _weights_digest(algo) -> dict[str, str]:
     """One sha256 per policy over the learner's weights (raw bytes, any dtype)."""
     import numpy as np
@@ -97,6 +109,11 @@ def main(argv: Optional[Sequence[str]] = None) -> dict[str, Any]:
             report["save_s"] = round(time.perf_counter() - t, 2)
             before = _weights_digest(algo)
             algo.stop()
+            # Free the old learner before restoring (a name still bound to it kept its weights and Adam
+            # state alive during the restore: session 1's "57.5 GiB after restore" was both learners),
+            # then measure the restored learner's peak on its own.
+            algo = None
+            _release_gpu_memory()
             t = time.perf_counter()
             algo = ATGRPO.from_checkpoint(str(ckpt))
             report["restore_s"] = round(time.perf_counter() - t, 2)
@@ -108,7 +125,8 @@ def main(argv: Optional[Sequence[str]] = None) -> dict[str, Any]:
             print(json.dumps({k: report[k] for k in ("save_s", "restore_s", "restored_weights_identical")}),
                   flush=True)
     finally:
-        algo.stop()
+        if algo is not None:
+            algo.stop()
         ray.shutdown()
     report["wall_s"] = round(time.perf_counter() - t0, 1)
     if args.out:

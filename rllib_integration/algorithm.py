@@ -369,6 +369,11 @@ def _count_params(learner: Any) -> dict[str, dict[str, int]]:
 _RESTORING: contextvars.ContextVar[bool] = contextvars.ContextVar("atgrpo_restoring", default=False)
 
 
+def _learner_sync_weights(learner: Any, _: Any = None) -> dict[str, Any]:
+    """``foreach_learner`` callback: the learner's weights for the rollout workers."""
+    return learner.get_sync_weights()
+
+
 def _warm_start_learner(learner: Any, *, demos: list, heldout: list, mapping: dict[str, str],
                         model_paths: dict[str, str], epochs: int, lr: float, batch_size: int, seed: int, chat: bool,
                         system_prompt: Optional[str]) -> dict[str, Any]:
@@ -612,8 +617,10 @@ class ATGRPO(Algorithm):
 
     # -- weights ------------------------------------------------------------------------------
     def _sync_weights(self) -> float:
+        """Push the learner's weights to the rollout workers, in the sampling dtype (``LLMRLModule.sync_state``)."""
         t0 = time.perf_counter()
-        weights = self.learner_group.get_weights()
+        results = self.learner_group.foreach_learner(_learner_sync_weights)
+        weights = next(iter(results)).get()  # every learner holds the same weights (DDP)
         self.rollout_workers.sync_weights(weights)
         return time.perf_counter() - t0
 

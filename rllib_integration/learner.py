@@ -87,6 +87,15 @@ class ATGRPOTorchLearner(TorchLearner):
             self.apply_gradients(self.postprocess_gradients(grads))
         return {}, losses, {}
 
+    def get_sync_weights(self) -> dict[str, Any]:
+        """``{module_id: LLMRLModule.sync_state()}``: what :meth:`ATGRPO._sync_weights` pushes to the workers."""
+        out = {}
+        for mid in self.module.keys():
+            mod = self.module[mid]
+            mod = getattr(mod, "module", mod)  # DDP-wrapped when num_learners > 1
+            out[mid] = mod.sync_state()  # type: ignore[union-attr]  # an LLMRLModule (the only module class here)
+        return out
+
     def _get_optimizer_state(self) -> dict:
         return {name: {"module_id": self._optimizer_name_to_module[name], "state": encode(optim.state_dict())}
                 for name, optim in self._named_optimizers.items()}

@@ -42,6 +42,7 @@ import torch
 from ray.rllib.core.rl_module.torch import TorchRLModule
 
 from .core.logprobs import DEFAULT_CHUNK_TOKENS, completion_logprobs
+from .core.tensor_codec import encode
 
 __all__ = ["LLMRLModule"]
 
@@ -174,6 +175,24 @@ class LLMRLModule(TorchRLModule):
 
             return get_peft_model_state_dict(self.lm, adapter_name=self.policy_id)
         return self.lm.state_dict()
+
+    def sync_state(self) -> dict[str, Any]:
+        """The trainable weights as the rollout workers need them (:func:`core.tensor_codec.encode`d):
+        at L1/L3 cast to the sampling dtype on the module's device *before* the copy to host (with fp32
+        master weights and bf16 sampling: half the bytes through the object store, and the same bf16
+        values the worker's ``load_state_dict`` would round to); LoRA adapters (L2) as they are. One
+        host copy per tensor (the checkpoint path, :meth:`get_state`, is unchanged: full precision)."""
+        cast = self.autocast_dtype if self.level != "L2" else None
+        out = {}
+        for k, v in self.trainable_state_dict().items():
+            t = v.detach()
+            if cast is not None and t.is_floating_point() and t.dtype != cast:
+                t = t.to(cast)  # a new tensor (on the module's device)
+            host = t.cpu()
+            if host.data_ptr() == v.data_ptr():  # already on the host, same storage: snapshot it
+                host = host.clone()
+            out[k] = host
+        return encode(out, copy=False)  # every host tensor above is this call's own
 
     def get_state(self, components: Optional[Union[str, Collection[str]]] = None, *,
                   not_components: Optional[Union[str, Collection[str]]] = None, inference_only: bool = False,

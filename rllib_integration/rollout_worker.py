@@ -160,8 +160,12 @@ class RolloutWorker:
         import numpy as np
         import torch
 
+        from .core.tensor_codec import decode
+
         for pid, state in weights.items():
-            self.backend.update_weights(pid, {k: torch.as_tensor(np.asarray(v)) for k, v in state.items()})
+            state = decode(state)  # bf16 arrives as tagged raw bits (LLMRLModule.sync_state)
+            self.backend.update_weights(pid, {k: v if isinstance(v, torch.Tensor) else torch.as_tensor(np.asarray(v))
+                                              for k, v in state.items()})
         self.weights_version = version
         return version
 

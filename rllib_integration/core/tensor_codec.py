@@ -21,17 +21,21 @@ _BITS = {torch.bfloat16: torch.int16}
 _BY_NAME = {str(dt).removeprefix("torch."): (dt, bits) for dt, bits in _BITS.items()}
 
 
-def encode(obj: Any) -> Any:
-    """``obj`` with every torch tensor replaced by a numpy array (bf16 as a tagged int16 bit array)."""
+def encode(obj: Any, copy: bool = True) -> Any:
+    """``obj`` with every torch tensor replaced by a numpy array (bf16 as a tagged int16 bit array).
+
+    ``copy=False``: the arrays share the (host) tensors' memory; for tensors the caller owns and will
+    not change (e.g. fresh device-to-host copies)."""
     if isinstance(obj, torch.Tensor):
         t = obj.detach().cpu()
         if t.dtype in _BITS:
-            return {DTYPE_KEY: str(t.dtype).removeprefix("torch."), "bits": t.view(_BITS[t.dtype]).numpy().copy()}
-        return t.numpy().copy()
+            bits = t.view(_BITS[t.dtype]).numpy()
+            return {DTYPE_KEY: str(t.dtype).removeprefix("torch."), "bits": bits.copy() if copy else bits}
+        return t.numpy().copy() if copy else t.numpy()
     if isinstance(obj, dict):
-        return {k: encode(v) for k, v in obj.items()}
+        return {k: encode(v, copy) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return type(obj)(encode(v) for v in obj)
+        return type(obj)(encode(v, copy) for v in obj)
     return obj
 
 

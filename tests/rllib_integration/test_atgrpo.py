@@ -311,6 +311,33 @@ def test_l2_update_changes_only_adapters_and_syncs_them(ray_session, tiny_paths)
         algo.stop()
 
 
+def test_bf16_sync_sends_the_sampling_dtype_and_the_worker_serves_the_learner_weights(ray_session, tiny_paths):
+    """fp32 master weights, bf16 sampling: the sync payload is bf16 (half the bytes; tagged raw bits
+    through Ray) and after an update the worker's model equals the learner's weights rounded to bf16."""
+    import torch
+
+    from rllib_integration.core.tensor_codec import DTYPE_KEY
+
+    cfg = vowel_config(tiny_paths[0]).llm(model_dtype="bfloat16").training(filter_zero_variance=False)
+    algo = cfg.build_algo()
+    try:
+        learner = algo.learner_group._learner
+        payload = learner.get_sync_weights()
+        (pid,) = payload
+        assert all(v[DTYPE_KEY] == "bfloat16" for v in payload[pid].values())
+        r = algo.train()
+        assert r["num_updates"] > 0 and r["timers"]["weight_sync_s"] > 0
+        master = learner.module[pid].lm.state_dict()
+        assert {v.dtype for v in master.values()} == {torch.float32}
+        served = algo.rollout_workers.local.backend.inner.model(pid).state_dict()
+        for k, v in master.items():
+            assert served[k].dtype == torch.bfloat16 and torch.equal(served[k], v.to(torch.bfloat16)), k
+        # the checkpoint path still holds full precision
+        assert {np.asarray(v).dtype for v in algo.learner_group.get_weights()[pid].values()} == {np.dtype("float32")}
+    finally:
+        algo.stop()
+
+
 # ------------------------------------------------------------------ checkpoints
 @pytest.mark.parametrize("precision", ["float32", "bfloat16"])
 def test_save_restore_continue_matches_straight_run(ray_session, tiny_paths, tmp_path, precision):

@@ -119,7 +119,10 @@ def test_validate_checks_values_and_model_paths_like_the_yaml(tmp_path):
     ATGRPOConfig().environment(ENV).training(lr=1e-2).validate()
 
 
-@pytest.mark.parametrize("name", sorted(str(p.relative_to(REPO / "configs")) for p in (REPO / "configs").rglob("*.yaml")))
+ALL_CONFIGS = sorted(str(p.relative_to(REPO / "configs")) for p in (REPO / "configs").rglob("*.yaml"))
+
+
+@pytest.mark.parametrize("name", ALL_CONFIGS)
 def test_from_run_config_holds_exactly_the_run_config(name):
     """YAML -> ATGRPOConfig -> the run config its attributes amount to: the same settings."""
     from rllib_integration import ATGRPOConfig

@@ -619,8 +619,12 @@ class ATGRPO(Algorithm):
     def _sync_weights(self) -> float:
         """Push the learner's weights to the rollout workers, in the sampling dtype (``LLMRLModule.sync_state``)."""
         t0 = time.perf_counter()
-        results = self.learner_group.foreach_learner(_learner_sync_weights)
-        weights = next(iter(results)).get()  # every learner holds the same weights (DDP)
+        lg = self.learner_group
+        # every learner holds the same weights (DDP): ask one, as LearnerGroup.get_state does
+        kw: dict[str, Any] = {}
+        if not lg.is_local and lg._worker_manager is not None:
+            kw["remote_actor_ids"] = [lg._worker_manager.healthy_actor_ids()[0]]
+        weights = next(iter(lg.foreach_learner(_learner_sync_weights, **kw))).get()
         self.rollout_workers.sync_weights(weights)
         return time.perf_counter() - t0
 

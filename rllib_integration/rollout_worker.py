@@ -301,7 +301,9 @@ class RolloutWorkerPool:
             f"{self.start_timeout_s:g}s. Each needs {want or 'no resources'} (rollout.num_cpus_per_worker / "
             f"num_gpus_per_worker); the cluster has CPU {avail.get('CPU', 0):g} free of {total.get('CPU', 0):g}, "
             f"GPU {avail.get('GPU', 0):g} free of {total.get('GPU', 0):g}. Free or add resources, or lower "
-            "rollout.num_rollout_workers")
+            "rollout.num_rollout_workers. (A worker's start also loads its models and, with rollout.static_cache "
+            "on a GPU and rollout.warmup, compiles decoding: ~1-3 min per model; raise rollout.start_timeout_s "
+            "if the resources are there.)")
 
     def _start(self, index: int):
         import ray

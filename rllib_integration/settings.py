@@ -288,7 +288,7 @@ class RolloutSettings(_Section):
         "GPU, see benchmarks/RESULTS.md \"GPU\")")
     max_batch_size: StrictInt = setting(
         64, "HF backend: sequences per `generate` call (larger requests are split); with `static_cache` every call "
-        "is padded to this many rows, so the compiled decoding step sees one batch shape: set it to the largest "
+        "on a GPU is padded to this many rows, so the compiled decoding step sees one batch shape: set it to the largest "
         "batch a turn asks for (`envs_per_iteration` x `sampling.k`)", ge=1, attr="generation_max_batch_size",
         why="`max_batch_size` alone does not say of what")
     warmup: StrictBool = setting(

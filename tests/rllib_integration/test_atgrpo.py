@@ -338,6 +338,26 @@ def test_bf16_sync_sends_the_sampling_dtype_and_the_worker_serves_the_learner_we
         algo.stop()
 
 
+def test_sync_from_a_remote_learner_actor(ray_session, tiny_paths):
+    """``resources.num_learners: 1`` (the learner in its own Ray actor): the sync asks that learner for its
+    weights and the worker serves exactly them after an update."""
+    import torch
+
+    cfg = (vowel_config(tiny_paths[0]).training(filter_zero_variance=False)
+           .learners(num_learners=1, num_cpus_per_learner=1))
+    algo = cfg.build_algo()
+    try:
+        assert not algo.learner_group.is_local
+        r = algo.train()
+        assert r["num_updates"] > 0 and r["timers"]["weight_sync_s"] > 0
+        (pid, learned), = algo.learner_group.get_weights().items()
+        served = algo.rollout_workers.local.backend.inner.model(pid).state_dict()
+        for k, v in learned.items():
+            assert torch.equal(served[k], torch.as_tensor(np.asarray(v))), k
+    finally:
+        algo.stop()
+
+
 # ------------------------------------------------------------------ checkpoints
 @pytest.mark.parametrize("precision", ["float32", "bfloat16"])
 def test_save_restore_continue_matches_straight_run(ray_session, tiny_paths, tmp_path, precision):

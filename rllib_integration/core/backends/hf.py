@@ -31,8 +31,9 @@ Options (constructor keywords, also on :meth:`HFBackend.with_lora`): ``static_ca
 transformers' static KV cache, ``cache_implementation="static"``: same tokens and log-probs,
 faster on GPU, where transformers may also compile the decoding step; prompts are then padded
 to a multiple of :data:`STATIC_WIDTH_MULTIPLE` tokens, and every call's batch is padded to
-``max_batch_size`` rows (copies of its first prompt, marked finished before the first step and
-dropped from the result), so the compiled decoding step sees one batch shape and the cache only
+``max_batch_size`` rows where decoding is compiled (:attr:`HFBackend.compiles_decoding`: a GPU;
+copies of its first prompt, finished after the first step and dropped from the result), so the
+compiled decoding step sees one batch shape and the cache only
 grows: transformers re-traces that step for a new (batch, cache length), ~40-80 s each on an
 H100 for SmolLM2, and a tree rollout's batch shrinks as episodes end. The compile settings are
 transformers' own (``dynamic=None``: after the first re-trace the cache length becomes a dynamic
@@ -77,26 +78,31 @@ class _CompletionStop:
     Checked every step on a tail window of the completion, so the first occurrence is seen
     when it is completed."""
 
-    def __init__(self, tok, stops, prompt_width: int) -> None:
+    def __init__(self, tok, stops, prompt_width: int, n_rows: Optional[int] = None) -> None:
         self.tok, self.stops, self.width = tok, [s for s in stops if s], prompt_width
         self.window = max(len(s) for s in self.stops) + 2
+        self.n_rows = n_rows  # the real rows (a padded static-cache batch: the rest are never decoded)
 
     def __call__(self, input_ids, scores, **kwargs):
-        gen = input_ids[:, self.width:]
+        gen = input_ids[:self.n_rows, self.width:]
         tails = self.tok.batch_decode(gen[:, -self.window:], skip_special_tokens=True)
-        return torch.tensor([any(s in t for s in self.stops) for t in tails], dtype=torch.bool,
-                            device=input_ids.device)
+        hit = torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+        hit[:len(tails)] = torch.tensor([any(s in t for s in self.stops) for t in tails], dtype=torch.bool)
+        return hit
 
 
 class _RowsDone:
-    """Stopping criterion: the padding rows of a static-cache batch are finished from the first step
-    (so they never keep ``generate`` running after the real rows stop)."""
+    """Stopping criterion: the padding rows of a static-cache batch are finished after the first step
+    (criteria run after each sampled token), so they never keep ``generate`` running after the real
+    rows stop."""
 
     def __init__(self, done: torch.Tensor) -> None:
         self.done = done
 
     def __call__(self, input_ids, scores, **kwargs):
-        return self.done.to(input_ids.device)
+        if self.done.device != input_ids.device:
+            self.done = self.done.to(input_ids.device)  # once
+        return self.done
 
 
 class _SampledLogprobs:
@@ -353,7 +359,8 @@ class HFBackend(GenerationBackend):
         if self.static_cache:
             # One shape for the compiled decode step: width to a multiple, batch to max_batch_size (module doc).
             width = -(-width // STATIC_WIDTH_MULTIPLE) * STATIC_WIDTH_MULTIPLE
-            rows += [prompts[0]] * max(0, self.max_batch_size - n_real)
+            if self.compiles_decoding:  # on CPU nothing is compiled: extra rows would only cost time
+                rows += [prompts[0]] * max(0, self.max_batch_size - n_real)
         input_ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
         attn = torch.zeros((len(rows), width), dtype=torch.long)
         for b, p in enumerate(rows):
@@ -401,7 +408,7 @@ class HFBackend(GenerationBackend):
             criteria = StoppingCriteriaList()
             if params.stop:
                 # Our own criterion: HF's stop_strings also match across the prompt boundary.
-                criteria.append(_CompletionStop(tok, params.stop, width))
+                criteria.append(_CompletionStop(tok, params.stop, width, n_real))
             if len(rows) > n_real:
                 criteria.append(_RowsDone(torch.arange(len(rows)) >= n_real))
             if criteria:

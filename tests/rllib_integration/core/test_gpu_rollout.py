@@ -46,10 +46,11 @@ def _reference(model, tok, prompts, params, pad_rows_to=0):
                          ids=["sampled", "sampled-padded-batch", "greedy"])
 @pytest.mark.parametrize("opts", [{}, {"static_cache": True}, {"logprobs": "forward"}],
                          ids=["plain", "static", "forward"])
-def test_backend_options_match_plain_generate(tiny_model_path, params, opts):
+def test_backend_options_match_plain_generate(tiny_model_path, params, opts, monkeypatch):
     model, tok = load_model(tiny_model_path, dtype=torch.float32, device="cpu")
     model.eval()
     tok.padding_side = "left"
+    _as_on_gpu(monkeypatch)  # the static cache pads its batch as on a GPU (transformers compiles nothing on CPU)
     be = HFBackend({"p": (model, tok)}, device="cpu", **opts)
     pad = be.max_batch_size if be.static_cache else 0
     ref_tokens, ref_lp = _reference(model, tok, PROMPTS, params, pad_rows_to=pad)
@@ -62,6 +63,11 @@ def test_backend_options_match_plain_generate(tiny_model_path, params, opts):
             want = want[:want.index(eos) + 1]
         assert c.token_ids == want
         torch.testing.assert_close(torch.tensor(c.logprobs), ref_lp[b, :len(want)], atol=1e-5, rtol=0)
+
+
+def _as_on_gpu(monkeypatch):
+    """Make ``HFBackend`` behave as where transformers compiles decoding (a GPU): pad static batches."""
+    monkeypatch.setattr(HFBackend, "compiles_decoding", property(lambda self: self.static_cache))
 
 
 class _ShapeSpy:
@@ -78,10 +84,16 @@ class _ShapeSpy:
         return out
 
 
-def test_static_cache_runs_one_batch_shape(tiny_model_path):
-    """Every static-cache call runs ``max_batch_size`` rows (one compiled decode shape), whatever the
-    number of requests, and returns exactly the real rows."""
+def test_static_cache_runs_one_batch_shape(tiny_model_path, monkeypatch):
+    """Where decoding compiles, every static-cache call runs ``max_batch_size`` rows (one compiled decode
+    shape), whatever the number of requests, and returns exactly the real rows; on CPU none is padded."""
     model, tok = load_model(tiny_model_path, dtype=torch.float32, device="cpu")
+    cpu = HFBackend({"p": (model, tok)}, device="cpu", static_cache=True, max_batch_size=8)
+    spy = _ShapeSpy(model)
+    cpu.generate([GenerationRequest("p", prompt=PROMPTS[0])], SamplingParams(temperature=0.0, max_new_tokens=2))
+    assert spy.shapes[0][0] == 1
+    model.generate = spy._generate
+    _as_on_gpu(monkeypatch)
     be = HFBackend({"p": (model, tok)}, device="cpu", static_cache=True, max_batch_size=8)
     spy = _ShapeSpy(model)
     params = SamplingParams(temperature=1.0, max_new_tokens=6, n=1, seed=3)
@@ -92,10 +104,11 @@ def test_static_cache_runs_one_batch_shape(tiny_model_path):
     assert all(w % 64 == 0 for _, w in spy.shapes)
 
 
-def test_static_cache_padding_rows_never_prolong_generation(tiny_model_path):
-    """The padding rows are finished from the first step: when the one real row stops (here at a stop
+def test_static_cache_padding_rows_never_prolong_generation(tiny_model_path, monkeypatch):
+    """The padding rows are finished after the first step: when the one real row stops (here at a stop
     string it samples early), ``generate`` ends there, not after ``max_new_tokens`` for the copies."""
     model, tok = load_model(tiny_model_path, dtype=torch.float32, device="cpu")
+    _as_on_gpu(monkeypatch)
     be = HFBackend({"p": (model, tok)}, device="cpu", static_cache=True, max_batch_size=16)
     spy = _ShapeSpy(model)
     free = SamplingParams(temperature=1.0, max_new_tokens=40, n=1, seed=11)
@@ -107,10 +120,11 @@ def test_static_cache_padding_rows_never_prolong_generation(tiny_model_path):
     assert spy.out_lengths[-1] == len(stopped.token_ids) < 40
 
 
-def test_warmup_runs_two_full_batches_with_growing_cache_per_model(tiny_model_path):
+def test_warmup_runs_two_full_batches_with_growing_cache_per_model(tiny_model_path, monkeypatch):
     """``warmup()``: per model, two greedy calls of ``max_batch_size`` rows whose cache lengths differ
     (the specialised trace, then the dynamic-cache-length one); policies sharing a model warm it once."""
     model, tok = load_model(tiny_model_path, dtype=torch.float32, device="cpu")
+    _as_on_gpu(monkeypatch)
     be = HFBackend({"a": (model, tok), "b": (model, tok)}, device="cpu", static_cache=True, max_batch_size=4)
     spy = _ShapeSpy(model)
     assert be.warmup() > 0

@@ -422,13 +422,13 @@ class HFBackend(GenerationBackend):
                 out = model.generate(**kwargs)
         finally:
             model.train(was_training)
-        sequences = out.sequences[:n_real]
-        new = sequences[:, width:].cpu()
+        new_all = out.sequences[:, width:].cpu()  # every row: the recorder's steps cover the padding rows too
+        new = new_all[:n_real]
         eos_set = set(eos_ids)
         if recorder is not None:
-            lps = recorder.finish(out.sequences[:, width:].cpu())[:n_real]
+            lps = recorder.finish(new_all)[:n_real]
         else:
-            lps = self._forward_logprobs(model, sequences, attn[:n_real], width, eos_set)
+            lps = self._forward_logprobs(model, out.sequences[:n_real], attn[:n_real], width, eos_set)
         completions = []
         for b, p in enumerate(prompts):
             ids = new[b].tolist()

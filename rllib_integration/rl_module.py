@@ -42,7 +42,7 @@ import torch
 from ray.rllib.core.rl_module.torch import TorchRLModule
 
 from .core.logprobs import DEFAULT_CHUNK_TOKENS, completion_logprobs
-from .core.tensor_codec import encode
+from .core.tensor_codec import encode, host_copy
 
 __all__ = ["LLMRLModule"]
 
@@ -180,27 +180,27 @@ class LLMRLModule(TorchRLModule):
         """The trainable weights as the rollout workers need them (:func:`core.tensor_codec.encode`d):
         at L1/L3 cast to the sampling dtype on the module's device *before* the copy to host (with fp32
         master weights and bf16 sampling: half the bytes through the object store, and the same bf16
-        values the worker's ``load_state_dict`` would round to); LoRA adapters (L2) as they are. One
-        host copy per tensor (the checkpoint path, :meth:`get_state`, is unchanged: full precision)."""
+        values the worker's ``load_state_dict`` would round to); LoRA adapters (L2) as they are. The
+        checkpoint path, :meth:`get_state`, is unchanged: full precision."""
         cast = self.autocast_dtype if self.level != "L2" else None
         out = {}
         for k, v in self.trainable_state_dict().items():
             t = v.detach()
             if cast is not None and t.is_floating_point() and t.dtype != cast:
-                t = t.to(cast)  # a new tensor (on the module's device)
-            host = t.cpu()
-            if host.data_ptr() == v.data_ptr():  # already on the host, same storage: snapshot it
-                host = host.clone()
-            out[k] = host
-        return encode(out, copy=False)  # every host tensor above is this call's own
+                out[k] = t.to(cast)  # a new tensor, on the module's device
+            else:
+                out[k] = host_copy(t)
+        return encode(out, copy=False)  # each tensor above is this call's own: no second copy
 
     def get_state(self, components: Optional[Union[str, Collection[str]]] = None, *,
                   not_components: Optional[Union[str, Collection[str]]] = None, inference_only: bool = False,
                   **kwargs) -> dict[str, np.ndarray]:
         out = {}
         for k, v in self.trainable_state_dict().items():
-            t = v.detach().cpu()
-            out[k] = (t.float() if t.dtype in (torch.bfloat16, torch.float16) else t).numpy().copy()
+            if v.dtype in (torch.bfloat16, torch.float16):  # numpy has no bf16: float32 (a new array)
+                out[k] = v.detach().cpu().float().numpy()
+            else:
+                out[k] = host_copy(v).numpy()
         return out
 
     def set_state(self, state: dict[str, Any]) -> None:

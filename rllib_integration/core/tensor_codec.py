@@ -14,24 +14,30 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["encode", "decode", "DTYPE_KEY"]
+__all__ = ["encode", "decode", "host_copy", "DTYPE_KEY"]
 
 DTYPE_KEY = "__torch_dtype__"
 _BITS = {torch.bfloat16: torch.int16}
 _BY_NAME = {str(dt).removeprefix("torch."): (dt, bits) for dt, bits in _BITS.items()}
 
 
-def encode(obj: Any, copy: bool = True) -> Any:
-    """``obj`` with every torch tensor replaced by a numpy array (bf16 as a tagged int16 bit array).
+def host_copy(t: torch.Tensor) -> torch.Tensor:
+    """``t`` (detached) on the host, sharing no memory with it: a device tensor's ``.cpu()`` is
+    already a fresh copy (no second one is made); a host tensor is cloned."""
+    t = t.detach()
+    h = t.cpu()
+    return h.clone() if h.data_ptr() == t.data_ptr() else h
 
-    ``copy=False``: the arrays share the (host) tensors' memory; for tensors the caller owns and will
-    not change (e.g. fresh device-to-host copies)."""
+
+def encode(obj: Any, copy: bool = True) -> Any:
+    """``obj`` with every torch tensor replaced by a numpy array (bf16 as a tagged int16 bit array),
+    each made with one copy at most (:func:`host_copy`). ``copy=False``: host tensors are not cloned
+    (the arrays share their memory); for tensors the caller owns and will not change."""
     if isinstance(obj, torch.Tensor):
-        t = obj.detach().cpu()
+        t = host_copy(obj) if copy else obj.detach().cpu()
         if t.dtype in _BITS:
-            bits = t.view(_BITS[t.dtype]).numpy()
-            return {DTYPE_KEY: str(t.dtype).removeprefix("torch."), "bits": bits.copy() if copy else bits}
-        return t.numpy().copy() if copy else t.numpy()
+            return {DTYPE_KEY: str(t.dtype).removeprefix("torch."), "bits": t.view(_BITS[t.dtype]).numpy()}
+        return t.numpy()
     if isinstance(obj, dict):
         return {k: encode(v, copy) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):

@@ -224,3 +224,19 @@ def test_tensor_codec_round_trips_bf16_exactly():
     assert dec["param_groups"] == opt_state["param_groups"]
     with pytest.raises(ValueError, match="unknown tagged dtype"):
         decode({"__torch_dtype__": "float8", "bits": np.zeros(2, dtype=np.int8)})
+
+
+def test_tensor_codec_snapshots_host_tensors():
+    """encode/host_copy never share memory with a host tensor (later updates do not leak into a saved
+    state); a device tensor's .cpu() is the one copy (not checkable on CPU, hence data_ptr here)."""
+    from rllib_integration.core.tensor_codec import host_copy
+
+    w32, w16 = torch.randn(4, 3), torch.randn(4, 3).to(torch.bfloat16)
+    enc = encode({"a": w32, "b": w16})
+    h = host_copy(w32)
+    before32, before16 = w32.clone(), w16.clone()
+    w32.add_(1.0)
+    w16.add_(1.0)
+    assert h.data_ptr() != w32.data_ptr() and torch.equal(h, before32)
+    assert torch.equal(torch.from_numpy(enc["a"]), before32)
+    assert torch.equal(decode(enc)["b"], before16)

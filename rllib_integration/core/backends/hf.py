@@ -21,7 +21,7 @@ Only the sampled tokens' log-probs are kept (never the stacked ``(batch, steps, 
 logits). Two ways, chosen by ``logprobs=``:
 
 * ``"sampled"`` (default): a logits processor placed *before* temperature/top-p records, at
-  each step, ``logit[chosen] - logsumexp(logits)`` of the previous step's raw logits once the
+  each step, ``log_softmax(logits)[chosen]`` of the previous step's raw logits once the
   chosen token is known; temperature and top-p run as our own warpers after it, in the same
   order as ``generate`` would apply them, so the sampled tokens are the same for a seed.
 * ``"forward"``: nothing is recorded while generating; one forward pass over prompt +
@@ -115,8 +115,9 @@ class _SampledLogprobs:
 
     @staticmethod
     def _gather(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
-        logits = logits.float()
-        return logits.gather(-1, tokens.view(-1, 1)).squeeze(-1) - torch.logsumexp(logits, dim=-1)
+        # Two kernels per step (fused fp32 log_softmax, gather); logit - logsumexp took ~10 (its
+        # max/exp/sum/log chain), each one a launch between the compiled step's graph replays on a GPU.
+        return torch.log_softmax(logits, dim=-1, dtype=torch.float32).gather(-1, tokens.view(-1, 1)).squeeze(-1)
 
     def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
         if self.prev is not None:

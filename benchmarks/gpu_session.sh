@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The GPU runs of issues 10 and 14, one phase per device call (each call is limited to 10 minutes).
-# On the lent machine, after `.gpu/c/install.sh` (DEVELOPERS.md "GPU"):
-#   bash benchmarks/gpu_session.sh smollm2   # issue 10: SmolLM2 plan-path, 10 iterations; HF backend vs raw generate
+# On the lent machine, after `.gpu/c/install.sh` (DEVELOPERS.md "GPU"), in this order of need:
+#   bash benchmarks/gpu_session.sh smollm2   # issue 10: SmolLM2 plan-path, 10 iterations (decoding warm-up on)
+#   bash benchmarks/gpu_session.sh generate  # issue 10: HF backend vs raw generate (SmolLM2 shape), best of 3
+#   bash benchmarks/gpu_session.sh big       # issue 10: 1.7B-shaped ATGRPO, compiled layers, 3 iterations, resume
 #   bash benchmarks/gpu_session.sh learner   # issue 10: the 1.7B-shaped learner, several precision/memory schemes
 #   bash benchmarks/gpu_session.sh warm      # issue 14: SmolLM2 warm start + AT-GRPO, plan-path 4x4 and sudoku 4x4
 # Everything goes to $OUT (default /tmp/gpu_out); numbers are copied into benchmarks/RESULTS.md by hand.
@@ -15,11 +17,24 @@ SMI=$!
 trap 'kill $SMI 2>/dev/null' EXIT
 case "$1" in
   smollm2)
-    timeout 420 python benchmarks/gpu_train_check.py configs/gpu/planpath_smollm2.yaml --iterations 10 \
+    timeout 560 python benchmarks/gpu_train_check.py configs/gpu/planpath_smollm2.yaml --iterations 10 \
       --set evaluation.interval=0 --out "$OUT/smollm2_train.json" 2>&1 | tee "$OUT/smollm2_train.log" | grep -v "^(" | tail -n 40
-    timeout 150 python benchmarks/gpu_bench.py --shape smollm2-135m --tokenizer smollm2 --dtype bfloat16 \
-      --gen-batch 64 --prompt-len 300 --new-tokens 256 --parts generate --out "$OUT/smollm2_generate.json" \
-      2>&1 | tee "$OUT/smollm2_generate.log" | tail -n 12
+    ;;
+  generate)
+    timeout 560 python benchmarks/gpu_bench.py --shape smollm2-135m --tokenizer smollm2 --dtype bfloat16 \
+      --gen-batch 64 --prompt-len 300 --new-tokens 256 --gen-repeats 3 --parts generate \
+      --out "$OUT/smollm2_generate.json" 2>&1 | tee "$OUT/smollm2_generate.log" | tail -n 12
+    ;;
+  big)
+    # Session 1's 1.7B check (bf16 + fp32 master weights, plan-path 4x4, 16 envs x K=4, 64 new tokens,
+    # every sample trained), now with the compiled layers and activation budget the learner sweep chose.
+    timeout 560 python benchmarks/gpu_train_check.py configs/gpu/planpath_smollm2.yaml --resume --iterations 3 \
+      --set 'model.path={tiny: {hidden: 2048, layers: 28, heads: 16, kv_heads: 8, intermediate: 6144}}' \
+      --set sampling.chat=false --set sampling.k=4 --set sampling.max_new_tokens=64 \
+      --set rollout.envs_per_iteration=16 --set rollout.static_cache=false --set evaluation.interval=0 \
+      --set training.filter_zero_variance=false --set training.micro_batch_tokens=12288 \
+      --set training.compile_layers=true --set training.activation_memory_budget=0.5 \
+      --out "$OUT/big_train.json" 2>&1 | tee "$OUT/big_train.log" | grep -v "^(" | tail -n 40
     ;;
   learner)
     timeout 560 python benchmarks/gpu_bench.py --shape qwen3-1.7b --dtype bfloat16 --learn-batch 32 --learn-len 384 \
@@ -43,5 +58,5 @@ case "$1" in
       echo "== $task"; grep -a "warm start\|\[iter" "$OUT/${task}_warm.log" | sed 's/.*\r//' | tail -n 16
     done
     ;;
-  *) echo "usage: $0 smollm2|learner|warm" >&2; exit 2 ;;
+  *) echo "usage: $0 smollm2|generate|big|learner|warm" >&2; exit 2 ;;
 esac

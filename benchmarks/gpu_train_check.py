@@ -65,6 +65,19 @@ def _weights_digest(algo) -> dict[str, str]:
     return out
 
 
+def _compiled_layers(algo) -> dict[str, list[int]]:
+    """Per policy: [compiled, all] decoder layers of the learner's model (``training.compile_layers``)."""
+    def count(learner) -> dict[str, list[int]]:
+        from rllib_integration.core.models import decoder_layers
+
+        out = {}
+        for pid in learner.module.keys():
+            layers = decoder_layers(learner.module[pid].lm)
+            out[pid] = [sum(getattr(x, "_compiled_call_impl", None) is not None for x in layers), len(layers)]
+        return out
+    return next(iter(algo.learner_group.foreach_learner(count))).get()
+
+
 def _row(i: int, result: Mapping[str, Any], wall: float) -> dict[str, Any]:
     return {"iteration": i, "wall_s": round(wall, 2), "success_rate": result.get("success_rate"),
             "timers": {k: round(float(v), 2) for k, v in (result.get("timers") or {}).items()},
@@ -102,6 +115,7 @@ def main(argv: Optional[Sequence[str]] = None) -> dict[str, Any]:
             result = algo.train()
             report["rows"].append(_row(i, result, time.perf_counter() - t))
             print(json.dumps(report["rows"][-1]), flush=True)
+        report["compiled_layers"] = _compiled_layers(algo)
         if args.resume:
             ckpt = Path(tempfile.mkdtemp(prefix="atgrpo_ckpt_"))
             t = time.perf_counter()
@@ -119,6 +133,7 @@ def main(argv: Optional[Sequence[str]] = None) -> dict[str, Any]:
             report["restore_s"] = round(time.perf_counter() - t, 2)
             after = _weights_digest(algo)
             report["restored_weights_identical"] = before == after
+            report["restored_compiled_layers"] = _compiled_layers(algo)
             t = time.perf_counter()
             result = algo.train()
             report["continued"] = _row(args.iterations + 1, result, time.perf_counter() - t)

@@ -17,8 +17,12 @@ def test_gpu_bench_quick_runs_every_part(tmp_path, capsys):
     res = gpu_bench.main(["--quick", "--device", "cpu", "--out", str(out)])
     assert json.loads(out.read_text()) == json.loads(json.dumps(res))
     variants = [(r["part"], r["variant"]) for r in res["rows"]]
-    assert [v for p, v in variants if p == "generate"] == ["raw generate", "raw generate static", "HFBackend",
-                                                          "HFBackend static", "HFBackend static logprobs=forward"]
+    assert [v for p, v in variants if p == "generate"] == [
+        "raw generate", "raw generate static", "raw generate static, padded", "HFBackend", "HFBackend static",
+        "HFBackend static logprobs=forward"]  # --quick: 16-token prompts, padded to 64 by the static cache
+    for r in res["rows"][:6]:
+        # decode steps within --new-tokens; row-steps count every row of every step, so >= tokens to eos
+        assert 0 < r["extra"]["steps"] <= 8 and r["extra"]["row_steps_per_s"] >= r["tokens_per_s"], r
     assert [v for p, v in variants if p == "learner"] == ["micro_batch_tokens=off", "micro_batch_tokens=64"]
     for r in res["rows"]:
         assert r["tokens_per_s"] > 0 and r["seconds"] > 0, r

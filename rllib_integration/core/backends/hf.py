@@ -115,8 +115,8 @@ class _SampledLogprobs:
 
     @staticmethod
     def _gather(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
-        # Two kernels per step (fused fp32 log_softmax, gather); logit - logsumexp took ~10 (its
-        # max/exp/sum/log chain), each one a launch between the compiled step's graph replays on a GPU.
+        # Two kernels per step (fused fp32 log_softmax, gather); logit - logsumexp took 12 (its
+        # max/exp/sum/log chain; benchmarks/hf_host_bench.py), each a launch between graph replays on a GPU.
         return torch.log_softmax(logits, dim=-1, dtype=torch.float32).gather(-1, tokens.view(-1, 1)).squeeze(-1)
 
     def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:

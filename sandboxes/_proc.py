@@ -224,13 +224,14 @@ def kill_group(pgid: int) -> None:
 # the cold path: one fresh interpreter per run (the reference every other path matches)
 
 COLD_BOOT_ARGV = programs.with_boot("cold_main.py")  # python3 -I -S -c COLD_BOOT_ARGV <payload fd>
+COLD_PID1_ARGV = programs.with_boot("cold_pid1.py")  # the same as PID 1 of a bwrap sandbox (forks the program)
 
 
 def run_cold(argv: list[str], *, code: str, files: Mapping[str, str | bytes] | None, stdin: str,
              limits: Limits, env: dict[str, str] | None, popen_cwd: str | None, inner_cwd: str,
              extra_path: list[str], max_pids: int, nproc: int | None, keep_parent: bool,
-             pass_fds: tuple[int, ...] = ()) -> ExecutionResult:
-    """Run ``argv + [COLD_BOOT_ARGV, <payload fd>]`` under a fresh cgroup (pids + memory) and collect it.
+             pass_fds: tuple[int, ...] = (), boot: str = COLD_BOOT_ARGV) -> ExecutionResult:
+    """Run ``argv + [boot, <payload fd>]`` under a fresh cgroup (pids + memory) and collect it.
 
     ``argv`` ends with the interpreter and its flags (``python3 -I -c``); the bootstrap
     and the number of the payload descriptor are appended here. ``pass_fds`` are more
@@ -241,7 +242,7 @@ def run_cold(argv: list[str], *, code: str, files: Mapping[str, str | bytes] | N
     cg = make_cgroup(max_pids, memory_cap(limits))
     stdin_fd = memfd_with(stdin.encode("utf-8"), "stdin")
     payload_fd = memfd_with(payload, "payload")
-    full = launcher(cg, keep_parent=keep_parent) + argv + [COLD_BOOT_ARGV, str(payload_fd)]
+    full = launcher(cg, keep_parent=keep_parent) + argv + [boot, str(payload_fd)]
     proc = None
     try:
         try:

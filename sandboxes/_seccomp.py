@@ -79,7 +79,30 @@ DENIED: dict[str, str] = {
     "_sysctl": "obsolete",
     "vhangup": "terminal hang-up",
     "fanotify_init": "watch file-system events of others",
+    "inotify_init": "inotify instances count against a per-user quota shared by every run (and, for a run "
+                    "mapped to root, the host's): one run could make everyone's inotify_init fail",
+    "inotify_init1": "inotify (see inotify_init)",
 }
+
+# Calls allowed on the caller itself only (argument ``arg`` must be 0, meaning "this process"):
+# on another pid (the warm zygote is PID 1 of the same uid) they would outlive the run and
+# starve or break every later run in that worker.
+SELF_ONLY: dict[str, tuple[int, str]] = {
+    "prlimit64": (0, "lower PID 1's resource limits: every later run in the worker fails to start"),
+    "sched_setaffinity": (0, "pin PID 1 to one CPU"),
+    "sched_setscheduler": (0, "put PID 1 in SCHED_IDLE: later runs time out under load"),
+    "sched_setparam": (0, "change PID 1's scheduling parameters"),
+    "sched_setattr": (0, "change PID 1's scheduling policy / nice"),
+    "setpriority": (1, "renice PID 1, its process group or every process of the uid"),
+    "ioprio_set": (1, "lower PID 1's (or the uid's) I/O priority"),
+}
+# ... and with ``which`` (argument 0) naming a single process: PRIO_PROCESS / IOPRIO_WHO_PROCESS
+SELF_WHICH = {"setpriority": 0, "ioprio_set": 1}
+
+# socket() families a program may use (Docker denies AF_VSOCK, which no network namespace
+# isolates; the rest reach kernel code a Python program never needs): anything else fails
+# with EAFNOSUPPORT, as on a kernel built without that family.
+SOCKET_FAMILIES = {"AF_UNIX": 1, "AF_INET": 2, "AF_INET6": 10}
 
 # clone() flags that create namespaces (Docker denies them without CAP_SYS_ADMIN).
 CLONE_NAMESPACE_FLAGS = {
@@ -117,6 +140,18 @@ def filter_bpf() -> tuple[bytes, tuple[str, ...]]:
     for flag in CLONE_NAMESPACE_FLAGS.values():
         flt.add_rule(sc.ERRNO(errno.EPERM), "clone", sc.Arg(0, sc.MASKED_EQ, flag, flag))
     flt.add_rule(sc.ERRNO(errno.ENOSYS), "clone3")
+    for name, (arg, _why) in SELF_ONLY.items():
+        flt.add_rule(sc.ERRNO(errno.EPERM), name, sc.Arg(arg, sc.NE, 0))
+        if name in SELF_WHICH:
+            flt.add_rule(sc.ERRNO(errno.EPERM), name, sc.Arg(0, sc.NE, SELF_WHICH[name]))
+    allowed = sorted(SOCKET_FAMILIES.values())
+    # deny every family outside the allowed ones: below, between and above them
+    lo = 0
+    for fam in allowed:
+        for bad in range(lo, fam):
+            flt.add_rule(sc.ERRNO(errno.EAFNOSUPPORT), "socket", sc.Arg(0, sc.EQ, bad))
+        lo = fam + 1
+    flt.add_rule(sc.ERRNO(errno.EAFNOSUPPORT), "socket", sc.Arg(0, sc.GE, lo))
     with tempfile.TemporaryFile() as f:
         flt.export_bpf(f)
         f.seek(0)

@@ -142,7 +142,10 @@ def values_match(actual: Any, expected: Any, rel_tol: float = 1e-6, abs_tol: flo
     if isinstance(actual, (int, float)) and isinstance(expected, (int, float)):
         if isinstance(expected, int):
             return actual == expected  # exact: float(10562230626000) is not 10562230626642
-        a, e = float(actual), float(expected)
+        try:
+            a, e = float(actual), float(expected)
+        except OverflowError:  # an int past float's range (10**400) is within no tolerance of a float
+            return False
         if math.isnan(a) or math.isnan(e):
             return math.isnan(a) and math.isnan(e)
         return math.isclose(a, e, rel_tol=rel_tol, abs_tol=abs_tol)
@@ -215,11 +218,12 @@ def run_tests(sandbox: Sandbox, code: str, cases: Sequence[Any], *, rel_tol: flo
                 results[i] = CaseResult(False, expected, None, "error", "call", res.stderr[-4000:], error=ans)
             elif ans is not None:
                 if ans["ok"]:
+                    why = None
                     try:
                         ok = values_match(ans["value"], expected, rel_tol, abs_tol)
-                    except RecursionError:
-                        ok = False
-                    results[i] = CaseResult(ok, expected, ans["value"], "ok", "call", res.stderr[-4000:])
+                    except Exception as exc:  # noqa: BLE001 - a returned value never makes run_tests raise
+                        ok, why = False, f"cannot compare the returned value: {type(exc).__name__}: {exc}"[:500]
+                    results[i] = CaseResult(ok, expected, ans["value"], "ok", "call", res.stderr[-4000:], error=why)
                 else:
                     results[i] = CaseResult(False, expected, f"<{ans.get('error')}>", "error", "call",
                                             res.stderr[-4000:], error=ans.get("error"))

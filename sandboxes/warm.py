@@ -108,7 +108,6 @@ class _Spawner:
                 fut.set_exception(exc)
 
 
-WORKER_PROCESSES = 2  # bwrap (outside the namespace) and the zygote (PID 1 inside)
 GRACE_S = 2.0  # the zygote enforces timeout_s; the host kills the worker only after this much more
 
 
@@ -117,12 +116,12 @@ class _Worker:
 
     def __init__(self, owner: "WarmBwrapSandbox") -> None:
         limits = owner.limits
-        self.cgroup = _proc.make_cgroup(limits.max_processes + WORKER_PROCESSES)
+        self.cgroup = _proc.make_cgroup(limits.max_processes + owner.own_processes)
         parent_sock, child_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.sock = parent_sock
         seccomp_fd = _seccomp.filter_fd()
         argv = (_proc.launcher(self.cgroup, keep_parent=False)
-                + owner.bwrap_argv(limits, seccomp_fd=seccomp_fd, as_pid1=True)
+                + owner.bwrap_argv(limits, seccomp_fd=seccomp_fd)
                 + [owner.python, "-I", "-S", "-c", ZYGOTE_SOURCE, str(child_sock.fileno()), ",".join(owner.preload),
                    ":".join(owner._extra_path), ":".join(owner.scratch_binds)])
         try:

@@ -19,6 +19,12 @@ if [ "${LLM_MARL_SKIP_APT:-0}" != 1 ]; then
   fi
 fi
 
+# The unprivileged host uid sandboxed programs run as when the caller is root (docs/sandboxes.md).
+if [ "$(id -u)" = 0 ] && ! id -u llm-marl-sandbox >/dev/null 2>&1; then
+  echo "[setup] useradd --system llm-marl-sandbox"
+  useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin --user-group llm-marl-sandbox
+fi
+
 PY=${PYTHON:-python3}
 # torch first and pinned: an unpinned torch (pulled in by peft/accelerate) downloads GBs of CUDA wheels.
 if ! $PY -c 'import torch, sys; sys.exit(0 if torch.__version__.startswith("2.13.0") else 1)' 2>/dev/null; then

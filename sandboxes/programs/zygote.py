@@ -16,6 +16,96 @@ import stat
 
 WRITABLE = ("/tmp", "/dev/shm", "/dev/mqueue")
 HARNESS_MODULES = ("json", "contextlib", "io")  # what sandboxes.testing's harness imports
+IOPRIO_GET = {"x86_64": 252, "aarch64": 31}.get(os.uname().machine)  # the ioprio_get syscall number
+
+
+def _read(path):
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def process_state(libc):
+    """What a run could change about PID 1 and every later run inherits (see :func:`restore_state`)."""
+    import resource
+    rl = {}
+    for name in dir(resource):
+        if name.startswith("RLIMIT_"):
+            rl[name] = resource.getrlimit(getattr(resource, name))
+    return {
+        "rlimits": rl,
+        "nice": os.getpriority(os.PRIO_PROCESS, 0),
+        "scheduler": (os.sched_getscheduler(0), os.sched_getparam(0).sched_priority),
+        "affinity": sorted(os.sched_getaffinity(0)),
+        "ioprio": libc.syscall(IOPRIO_GET, 1, 0) if IOPRIO_GET else None,  # (IOPRIO_WHO_PROCESS, self)
+        "oom_score_adj": _read("/proc/self/oom_score_adj"),
+        "autogroup": _read("/proc/self/autogroup"),
+    }
+
+
+def restore_state(libc, want):
+    """Put back what can be put back (soft limits, nice, affinity, ...); True when the state is as
+    recorded. What a process cannot undo on its own (a lowered hard limit, a raised nice) stays
+    changed, and the worker is then replaced."""
+    import resource
+    now = process_state(libc)
+    if now == want:
+        return True
+    for name, lim in want["rlimits"].items():
+        if now["rlimits"].get(name) != lim:
+            try:
+                resource.setrlimit(getattr(resource, name), lim)
+            except (ValueError, OSError):
+                pass
+    for fix in (lambda: os.setpriority(os.PRIO_PROCESS, 0, want["nice"]),
+                lambda: os.sched_setscheduler(0, want["scheduler"][0], os.sched_param(want["scheduler"][1])),
+                lambda: os.sched_setaffinity(0, want["affinity"])):
+        try:
+            fix()
+        except OSError:
+            pass
+    for path, key in (("/proc/self/oom_score_adj", "oom_score_adj"), ("/proc/self/autogroup", None)):
+        value = want[key] if key else (want["autogroup"] or "").rpartition(" ")[2]
+        if value and now[key or "autogroup"] != want[key or "autogroup"]:
+            try:
+                with open(path, "w") as f:
+                    f.write(value)
+            except OSError:
+                pass
+    return process_state(libc) == want
+
+
+def root_state(d):
+    """Mode, access/modification times and extended attributes (ACLs too) of a scratch root."""
+    st = os.stat(d)
+    try:
+        xattrs = {n: os.getxattr(d, n) for n in os.listxattr(d)}
+    except OSError:
+        xattrs = {}
+    return stat.S_IMODE(st.st_mode), (st.st_atime_ns, st.st_mtime_ns), xattrs
+
+
+def restore_root(d, want):
+    """Give a scratch root back its recorded mode, xattrs (a default ACL would make every file
+    of a later run mode 000) and times (xattrs and times were a channel between runs)."""
+    mode, times, xattrs = want
+    if stat.S_IMODE(os.stat(d).st_mode) != mode:
+        os.chmod(d, mode)
+    try:
+        names = os.listxattr(d)
+    except OSError:
+        names = []
+    for n in names:
+        if n not in xattrs:
+            os.removexattr(d, n)
+    for n, v in xattrs.items():
+        if n not in names or os.getxattr(d, n) != v:
+            os.setxattr(d, n, v)
+    if root_state(d)[1] != times:
+        os.utime(d, ns=times)
+    return root_state(d) == want
 
 
 def _zygote(ctl_fd, preload, paths, keep):
@@ -30,7 +120,8 @@ def _zygote(ctl_fd, preload, paths, keep):
     libc.prctl(4, 0, 0, 0, 0)   # PR_SET_DUMPABLE = 0: no ptrace / no /proc/<pid>/mem from children
     libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER (PID 1 already is; kept for a non-PID-1 start)
     signal.signal(signal.SIGINT, signal.SIG_DFL)  # as PID 1: no handler, so a run cannot interrupt us
-    modes = {d: stat.S_IMODE(os.stat(d).st_mode) for d in WRITABLE if os.path.isdir(d)}
+    roots = {d: root_state(d) for d in WRITABLE if os.path.isdir(d)}
+    state = process_state(libc)
     for name in HARNESS_MODULES:  # imported here, before any run could plant a module of that name
         __import__(name)
     for name in preload:
@@ -72,14 +163,19 @@ def _zygote(ctl_fd, preload, paths, keep):
     def wipe():
         """Empty every writable place; True only when they are verifiably empty."""
         clean = True
-        for d, mode in modes.items():
+        for d, want in roots.items():
             try:
-                if stat.S_IMODE(os.stat(d).st_mode) != mode:
-                    os.chmod(d, mode)  # a run made it read-only
+                if stat.S_IMODE(os.stat(d).st_mode) != want[0]:
+                    os.chmod(d, want[0])  # a run made it read-only
                 clean &= empty_tree(d, keep) >= 0  # noqa: F821 - defined by wipe.py, prepended
-                clean &= not leftovers(d, keep)  # noqa: F821 and stat.S_IMODE(os.stat(d).st_mode) == mode
+                clean &= not leftovers(d, keep)  # noqa: F821
+                clean &= restore_root(d, want)
             except OSError:
                 clean = False
+        try:
+            clean &= restore_state(libc, state)
+        except OSError:
+            clean = False
         # SysV IPC objects live in the worker's IPC namespace: remove them.
         for kind, fn in (("shm", lambda i: libc.shmctl(i, 0, None)), ("msg", lambda i: libc.msgctl(i, 0, None)),
                          ("sem", lambda i: libc.semctl(i, 0, 0))):  # IPC_RMID
@@ -113,6 +209,8 @@ def _zygote(ctl_fd, preload, paths, keep):
         if pid == 0:
             try:
                 libc.prctl(1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG = SIGKILL
+                libc.prctl(4, 1, 0, 0, 0)  # dumpable again (inherited 0): the run's own /proc/self works
+                os.setsid()  # its own session, process group and autogroup: none of them is PID 1's
                 try:  # the kernel's OOM killer (the worker's memory cgroup) picks the run, not us
                     with open("/proc/self/oom_score_adj", "w") as f:
                         f.write("1000")

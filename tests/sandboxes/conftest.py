@@ -110,7 +110,7 @@ def assert_no_leftovers(sb: sandboxes.Sandbox, wait_s: float = 2.0) -> None:
             raise AssertionError(f"processes of the run survived it: {left}")
         time.sleep(0.05)
     if hasattr(sb, "worker_host_pids"):
-        # each idle worker is exactly bwrap + the zygote (PID 1 inside)
+        # each idle worker is exactly its own processes: (the reach layer's bwrap,) bwrap, the zygote
         for w in list(sb._all):  # noqa: SLF001
             if w.alive:
-                assert len(w.host_pids()) == 2, f"worker has extra processes: {w.host_pids()}"
+                assert len(w.host_pids()) == sb.own_processes, f"worker has extra processes: {w.host_pids()}"

@@ -409,8 +409,9 @@ def test_venv_under_tmp_is_visible_inside_bwrap(tmp_path):
         import warnings, sandboxes
         code = "import sbx_venv_probe, numpy; print(sbx_venv_probe.VALUE)"
         for warm in (False, True):
-            sb = (sandboxes.make("bwrap", warm=warm, pool_size=1, preload=("numpy",)) if warm
-                  else sandboxes.make("bwrap"))
+            allow = ("numpy", "sbx_venv_probe")  # a package of the venv the program may import
+            sb = (sandboxes.make("bwrap", warm=warm, pool_size=1, preload=("numpy",), importable=allow) if warm
+                  else sandboxes.make("bwrap", importable=allow))
             for _ in range(2):
                 r = sb.run(code)
                 print(warm, r.status, r.stdout.strip(), r.stderr.strip()[-300:])

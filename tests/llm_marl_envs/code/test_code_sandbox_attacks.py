@@ -93,3 +93,41 @@ def test_plant_then_steal_across_turns_does_not_raise_the_coders_reward(warm_poo
     info = env.infos["coder"]
     assert env.rewards["coder"] == pytest.approx(first), (first, env.rewards["coder"], info)
     assert not info["solved"], info
+
+
+# Issue 19: one episode's program poisons the warm worker (a default ACL on /tmp makes every
+# later file mode 000, so the harness cannot read solution.py; a reniced / SCHED_IDLE PID 1
+# makes later runs time out under load); a correct program in a later episode scored
+# golden 0.0 / reward 0.1 instead of 1.0 / 2.0 on the old pool. (Lowering PID 1's NOFILE
+# limit is left out here: on the old pool it killed the zygote, and the fresh worker that
+# replaced it hid the ACL.)
+ACL_NONE = "0200000001000000ffffffff04000000ffffffff10000000ffffffff20000000ffffffff"
+POISON = f"""{F}python
+import os
+for attempt in (
+    lambda: os.setxattr("/tmp", "system.posix_acl_default", bytes.fromhex({ACL_NONE!r})),
+    lambda: os.setpriority(os.PRIO_PROCESS, 1, 19),
+    lambda: os.sched_setscheduler(1, os.SCHED_IDLE, os.sched_param(0)),
+):
+    try:
+        attempt()
+    except OSError:
+        pass
+
+def twice(x):
+    return 0
+{F}"""
+CORRECT = f"{F}python\ndef twice(x):\n    return 2 * x\n{F}"
+
+
+def test_a_poisoning_episode_does_not_zero_the_rewards_of_later_episodes(warm_pool):
+    env = CodeEnv(problems=[TWICE], sandbox=warm_pool, test_timeout_s=5.0)
+    env.reset(seed=0)
+    env.step(POISON)
+    assert env.infos["coder"]["golden_pass_rate"] < 1.0
+    for seed in (1, 2):
+        env.reset(seed=seed)
+        env.step(CORRECT)
+        info = env.infos["coder"]
+        assert info["golden_pass_rate"] == 1.0 and info["solved"], info
+        assert env.rewards["coder"] == pytest.approx(2.0), (env.rewards, info)

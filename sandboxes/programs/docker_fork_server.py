@@ -45,19 +45,27 @@ def kill_all():
         time.sleep(0.002)
     return False
 WRITABLE = ("/scratch", "/tmp", "/dev/shm", "/dev/mqueue")
-MODES = {d: stat.S_IMODE(os.stat(d).st_mode) for d in WRITABLE if os.path.isdir(d)}  # as the engine made them
+ROOTS = {d: root_state(d) for d in WRITABLE if os.path.isdir(d)}  # noqa: F821 - wipe.py; as the engine made them
+STATE = process_state(libc)  # noqa: F821 - wipe.py: rlimits, nice, scheduler, ... that later runs inherit
 def wipe():
     """Empty every writable place and System V IPC; returns what is left ([] when clean)."""
     left = []
-    for d, mode in MODES.items():
+    for d, want in ROOTS.items():
         try:
-            if stat.S_IMODE(os.stat(d).st_mode) != mode:
-                os.chmod(d, mode)  # a run made it read-only
+            if stat.S_IMODE(os.stat(d).st_mode) != want[0]:
+                os.chmod(d, want[0])  # a run made it read-only
             if empty_tree(d) < 0:  # noqa: F821 - defined by wipe.py, prepended at load time
                 left.append(d + ": more entries than the wipe budget")
             left += leftovers(d)  # noqa: F821
+            if not restore_root(d, want):  # noqa: F821 - wipe.py: mode, times, xattrs/ACLs
+                left.append(d + ": mode, times or xattrs changed")
         except OSError as exc:
             left.append("%s: %r" % (d, exc))
+    try:
+        if not restore_state(libc, STATE):  # noqa: F821 - wipe.py
+            left.append("the fork server's rlimits / priority / scheduling changed")
+    except OSError as exc:
+        left.append("fork server state: %r" % (exc,))
     for kind, fn in (("shm", lambda i: libc.shmctl(i, 0, None)), ("sem", lambda i: libc.semctl(i, 0, 0)),
                      ("msg", lambda i: libc.msgctl(i, 0, None))):
         try:
@@ -107,6 +115,7 @@ if __name__ == "__main__":
                 for name, value in h["rlimits"].items():
                     resource.setrlimit(getattr(resource, name), tuple(value))
                 libc.prctl(4, 1, 0, 0, 0)  # this child only: its /proc entries become its own again
+                os.setsid()  # its own session, process group and autogroup: none of them is PID 1's
                 with open("/proc/self/oom_score_adj", "w") as f:
                     f.write("1000")
                 os.execve("/usr/bin/python3", ["python3", "main.py"], ENV)

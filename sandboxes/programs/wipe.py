@@ -1,5 +1,7 @@
-"""Emptying a writable directory without recursion; prepended to the warm fork servers
-(``zygote.py`` for bwrap, ``docker_fork_server.py``), which run it between runs.
+"""Emptying a writable directory without recursion, and checking what else a run could leave
+for the next one (the fork server's own rlimits, nice, scheduler, ...; the scratch roots'
+mode, times and xattrs); prepended to the warm fork servers (``zygote.py`` for bwrap,
+``docker_fork_server.py``), which run it between runs.
 
 A run can leave a directory tree 3000 levels deep (``shutil.rmtree`` hits
 ``RecursionError``, path names pass ``PATH_MAX``), directories without ``w``/``x`` for
@@ -91,3 +93,96 @@ def leftovers(root, keep=()):
         found += [f"{root}/{d}/{n}" for n in sorted(names - expected)]
         found += [f"{root}/{d}/{n} missing" for n in sorted(expected - names)]
     return found
+
+
+# -- what else a run could leave behind: the fork server's own state and the scratch roots' ----
+IOPRIO_GET = {"x86_64": 252, "aarch64": 31}.get(os.uname().machine)  # the ioprio_get syscall number
+
+
+def _read(path):
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def process_state(libc):
+    """What a run could change about PID 1 and every later run inherits (see :func:`restore_state`)."""
+    import resource
+    rl = {}
+    for name in dir(resource):
+        if name.startswith("RLIMIT_"):
+            rl[name] = resource.getrlimit(getattr(resource, name))
+    return {
+        "rlimits": rl,
+        "nice": os.getpriority(os.PRIO_PROCESS, 0),
+        "scheduler": (os.sched_getscheduler(0), os.sched_getparam(0).sched_priority),
+        "affinity": sorted(os.sched_getaffinity(0)),
+        "ioprio": libc.syscall(IOPRIO_GET, 1, 0) if IOPRIO_GET else None,  # (IOPRIO_WHO_PROCESS, self)
+        "oom_score_adj": _read("/proc/self/oom_score_adj"),
+        "autogroup": _read("/proc/self/autogroup"),
+    }
+
+
+def restore_state(libc, want):
+    """Put back what can be put back (soft limits, nice, affinity, ...); True when the state is as
+    recorded. What a process cannot undo on its own (a lowered hard limit, a raised nice) stays
+    changed, and the worker is then replaced."""
+    import resource
+    now = process_state(libc)
+    if now == want:
+        return True
+    for name, lim in want["rlimits"].items():
+        if now["rlimits"].get(name) != lim:
+            try:
+                resource.setrlimit(getattr(resource, name), lim)
+            except (ValueError, OSError):
+                pass
+    for fix in (lambda: os.setpriority(os.PRIO_PROCESS, 0, want["nice"]),
+                lambda: os.sched_setscheduler(0, want["scheduler"][0], os.sched_param(want["scheduler"][1])),
+                lambda: os.sched_setaffinity(0, want["affinity"])):
+        try:
+            fix()
+        except OSError:
+            pass
+    for path, key in (("/proc/self/oom_score_adj", "oom_score_adj"), ("/proc/self/autogroup", None)):
+        value = want[key] if key else (want["autogroup"] or "").rpartition(" ")[2]
+        if value and now[key or "autogroup"] != want[key or "autogroup"]:
+            try:
+                with open(path, "w") as f:
+                    f.write(value)
+            except OSError:
+                pass
+    return process_state(libc) == want
+
+
+def root_state(d):
+    """Mode, access/modification times and extended attributes (ACLs too) of a scratch root."""
+    st = os.stat(d)
+    try:
+        xattrs = {n: os.getxattr(d, n) for n in os.listxattr(d)}
+    except OSError:
+        xattrs = {}
+    return stat.S_IMODE(st.st_mode), (st.st_atime_ns, st.st_mtime_ns), xattrs
+
+
+def restore_root(d, want):
+    """Give a scratch root back its recorded mode, xattrs (a default ACL would make every file
+    of a later run mode 000) and times (xattrs and times were a channel between runs)."""
+    mode, times, xattrs = want
+    if stat.S_IMODE(os.stat(d).st_mode) != mode:
+        os.chmod(d, mode)
+    try:
+        names = os.listxattr(d)
+    except OSError:
+        names = []
+    for n in names:
+        if n not in xattrs:
+            os.removexattr(d, n)
+    for n, v in xattrs.items():
+        if n not in names or os.getxattr(d, n) != v:
+            os.setxattr(d, n, v)
+    if root_state(d)[1] != times:
+        os.utime(d, ns=times)
+    return root_state(d) == want

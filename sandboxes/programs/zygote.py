@@ -8,7 +8,9 @@ open its ``/proc/1/mem``/``environ``/``fd``, and signals from inside its namespa
 has no handler for never reach it. Between runs it kills every other process, then empties
 ``/tmp``, ``/dev/shm`` and ``/dev/mqueue`` without recursion (descriptor-relative, giving
 itself back the permissions a run took away) and answers ``clean=False`` unless they are
-verifiably empty: the host then replaces the worker.
+verifiably empty and its own state (rlimits, nice, scheduler, affinity, ioprio, oom score,
+autogroup) and the scratch roots' mode, times and xattrs are as it recorded them at start
+(``wipe.py``): the host then replaces the worker.
 """
 
 import os
@@ -16,96 +18,6 @@ import stat
 
 WRITABLE = ("/tmp", "/dev/shm", "/dev/mqueue")
 HARNESS_MODULES = ("json", "contextlib", "io")  # what sandboxes.testing's harness imports
-IOPRIO_GET = {"x86_64": 252, "aarch64": 31}.get(os.uname().machine)  # the ioprio_get syscall number
-
-
-def _read(path):
-    try:
-        with open(path) as f:
-            return f.read().strip()
-    except OSError:
-        return None
-
-
-def process_state(libc):
-    """What a run could change about PID 1 and every later run inherits (see :func:`restore_state`)."""
-    import resource
-    rl = {}
-    for name in dir(resource):
-        if name.startswith("RLIMIT_"):
-            rl[name] = resource.getrlimit(getattr(resource, name))
-    return {
-        "rlimits": rl,
-        "nice": os.getpriority(os.PRIO_PROCESS, 0),
-        "scheduler": (os.sched_getscheduler(0), os.sched_getparam(0).sched_priority),
-        "affinity": sorted(os.sched_getaffinity(0)),
-        "ioprio": libc.syscall(IOPRIO_GET, 1, 0) if IOPRIO_GET else None,  # (IOPRIO_WHO_PROCESS, self)
-        "oom_score_adj": _read("/proc/self/oom_score_adj"),
-        "autogroup": _read("/proc/self/autogroup"),
-    }
-
-
-def restore_state(libc, want):
-    """Put back what can be put back (soft limits, nice, affinity, ...); True when the state is as
-    recorded. What a process cannot undo on its own (a lowered hard limit, a raised nice) stays
-    changed, and the worker is then replaced."""
-    import resource
-    now = process_state(libc)
-    if now == want:
-        return True
-    for name, lim in want["rlimits"].items():
-        if now["rlimits"].get(name) != lim:
-            try:
-                resource.setrlimit(getattr(resource, name), lim)
-            except (ValueError, OSError):
-                pass
-    for fix in (lambda: os.setpriority(os.PRIO_PROCESS, 0, want["nice"]),
-                lambda: os.sched_setscheduler(0, want["scheduler"][0], os.sched_param(want["scheduler"][1])),
-                lambda: os.sched_setaffinity(0, want["affinity"])):
-        try:
-            fix()
-        except OSError:
-            pass
-    for path, key in (("/proc/self/oom_score_adj", "oom_score_adj"), ("/proc/self/autogroup", None)):
-        value = want[key] if key else (want["autogroup"] or "").rpartition(" ")[2]
-        if value and now[key or "autogroup"] != want[key or "autogroup"]:
-            try:
-                with open(path, "w") as f:
-                    f.write(value)
-            except OSError:
-                pass
-    return process_state(libc) == want
-
-
-def root_state(d):
-    """Mode, access/modification times and extended attributes (ACLs too) of a scratch root."""
-    st = os.stat(d)
-    try:
-        xattrs = {n: os.getxattr(d, n) for n in os.listxattr(d)}
-    except OSError:
-        xattrs = {}
-    return stat.S_IMODE(st.st_mode), (st.st_atime_ns, st.st_mtime_ns), xattrs
-
-
-def restore_root(d, want):
-    """Give a scratch root back its recorded mode, xattrs (a default ACL would make every file
-    of a later run mode 000) and times (xattrs and times were a channel between runs)."""
-    mode, times, xattrs = want
-    if stat.S_IMODE(os.stat(d).st_mode) != mode:
-        os.chmod(d, mode)
-    try:
-        names = os.listxattr(d)
-    except OSError:
-        names = []
-    for n in names:
-        if n not in xattrs:
-            os.removexattr(d, n)
-    for n, v in xattrs.items():
-        if n not in names or os.getxattr(d, n) != v:
-            os.setxattr(d, n, v)
-    if root_state(d)[1] != times:
-        os.utime(d, ns=times)
-    return root_state(d) == want
 
 
 def _zygote(ctl_fd, preload, paths, keep):
@@ -120,8 +32,8 @@ def _zygote(ctl_fd, preload, paths, keep):
     libc.prctl(4, 0, 0, 0, 0)   # PR_SET_DUMPABLE = 0: no ptrace / no /proc/<pid>/mem from children
     libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER (PID 1 already is; kept for a non-PID-1 start)
     signal.signal(signal.SIGINT, signal.SIG_DFL)  # as PID 1: no handler, so a run cannot interrupt us
-    roots = {d: root_state(d) for d in WRITABLE if os.path.isdir(d)}
-    state = process_state(libc)
+    roots = {d: root_state(d) for d in WRITABLE if os.path.isdir(d)}  # noqa: F821 - wipe.py
+    state = process_state(libc)  # noqa: F821 - wipe.py
     for name in HARNESS_MODULES:  # imported here, before any run could plant a module of that name
         __import__(name)
     for name in preload:
@@ -169,11 +81,11 @@ def _zygote(ctl_fd, preload, paths, keep):
                     os.chmod(d, want[0])  # a run made it read-only
                 clean &= empty_tree(d, keep) >= 0  # noqa: F821 - defined by wipe.py, prepended
                 clean &= not leftovers(d, keep)  # noqa: F821
-                clean &= restore_root(d, want)
+                clean &= restore_root(d, want)  # noqa: F821 - wipe.py
             except OSError:
                 clean = False
         try:
-            clean &= restore_state(libc, state)
+            clean &= restore_state(libc, state)  # noqa: F821 - wipe.py
         except OSError:
             clean = False
         # SysV IPC objects live in the worker's IPC namespace: remove them.

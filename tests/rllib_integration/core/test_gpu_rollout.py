@@ -147,8 +147,9 @@ def _compile_decoding_on_cpu(model, monkeypatch) -> list:
         return gm.forward
 
     monkeypatch.setattr(model, "_default_compile_config", lambda: CompileConfig(backend=counting_backend, mode=None))
+    # transformers < 5.24 hands generate's cache over as `past_key_values`, 5.24 as `cache`
     monkeypatch.setattr(model, "_valid_auto_compile_criteria", lambda kw, cfg: not cfg.disable_compile and isinstance(
-        kw.get("past_key_values"), StaticCache))
+        kw.get("past_key_values", kw.get("cache")), StaticCache))
     _as_on_gpu(monkeypatch)
     torch._dynamo.reset()
     return traces

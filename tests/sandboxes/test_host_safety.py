@@ -249,7 +249,7 @@ def warm_one(request):
         if request.param == "bwrap-warm":
             sb = sandboxes.make("bwrap", warm=True, pool_size=1, preload=(), **TEST_LIMITS)
         else:
-            sb = sandboxes.make("docker", warm=True, pool_size=1, **TEST_LIMITS)
+            sb = sandboxes.make("docker", warm=True, **TEST_LIMITS)  # sequential runs reuse the idle container
     except sandboxes.SandboxUnavailable as exc:
         pytest.skip(f"{request.param} unavailable: {exc}")
     yield request.param, sb

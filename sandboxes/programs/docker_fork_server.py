@@ -45,8 +45,8 @@ def kill_all():
         time.sleep(0.002)
     return False
 WRITABLE = ("/scratch", "/tmp", "/dev/shm", "/dev/mqueue")
-ROOTS = {d: root_state(d) for d in WRITABLE if os.path.isdir(d)}  # noqa: F821 - wipe.py; as the engine made them
-STATE = process_state(libc)  # noqa: F821 - wipe.py: rlimits, nice, scheduler, ... that later runs inherit
+ROOTS = {d: root_state(d) for d in WRITABLE if os.path.isdir(d)}  # type: ignore[name-defined]  # noqa: F821 - wipe.py
+STATE = process_state(libc)  # type: ignore[name-defined]  # noqa: F821 - wipe.py: what later runs inherit
 def wipe():
     """Empty every writable place and System V IPC; returns what is left ([] when clean)."""
     left = []

@@ -263,9 +263,15 @@ class PythonLayout:
 
 
 def _site_dirs() -> list[str]:
+    import glob
     import site
 
     found = list(site.getsitepackages())
+    # the system interpreter's packages under the bound /usr (Debian's dist-packages: yaml, pip,
+    # cryptography, apt_pkg, ...), whichever interpreter runs the sandbox
+    for pattern in ("/usr/lib/python3*/dist-packages", "/usr/lib/python3*/site-packages",
+                    "/usr/local/lib/python3*/dist-packages", "/usr/local/lib/python3*/site-packages"):
+        found += sorted(glob.glob(pattern))
     user = site.getusersitepackages()
     found.append(user if isinstance(user, str) else "")
     found += [p for p in sys.path if os.path.basename(p.rstrip("/")) in ("site-packages", "dist-packages")]

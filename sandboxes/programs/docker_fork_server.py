@@ -45,8 +45,8 @@ def kill_all():
         time.sleep(0.002)
     return False
 WRITABLE = ("/scratch", "/tmp", "/dev/shm", "/dev/mqueue")
-ROOTS = {d: root_state(d) for d in WRITABLE if os.path.isdir(d)}  # type: ignore[name-defined]  # noqa: F821 - wipe.py
-STATE = process_state(libc)  # type: ignore[name-defined]  # noqa: F821 - wipe.py: what later runs inherit
+ROOTS = {}  # recorded when the server starts (below): mode, times, xattrs as the engine made them
+STATE = {}  # the server's rlimits, nice, scheduler, ... that later runs inherit
 def wipe():
     """Empty every writable place and System V IPC; returns what is left ([] when clean)."""
     left = []
@@ -87,6 +87,8 @@ def oom_kills():
 
 
 if __name__ == "__main__":
+    ROOTS.update({d: root_state(d) for d in WRITABLE if os.path.isdir(d)})  # type: ignore[name-defined]  # noqa: F821
+    STATE.update(process_state(libc))  # type: ignore[name-defined]  # noqa: F821 - wipe.py
     rd = reader(0)  # type: ignore[name-defined]  # noqa: F821 - defined by docker_io.py, prepended at load time
     send(3, b'{"ready": true}')
     while True:

@@ -33,6 +33,8 @@ def _zygote(ctl_fd, preload, paths, keep):
     libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER (PID 1 already is; kept for a non-PID-1 start)
     signal.signal(signal.SIGINT, signal.SIG_DFL)  # as PID 1: no handler, so a run cannot interrupt us
     roots = {d: root_state(d) for d in WRITABLE if os.path.isdir(d)}  # noqa: F821 - wipe.py
+    # not emptied, but a run owns them too: chmod 0 on ptmx broke openpty() in every later run
+    nodes = {d: root_state(d) for d in ("/dev/pts", "/dev/pts/ptmx") if os.path.exists(d)}  # noqa: F821
     state = process_state(libc)  # noqa: F821 - wipe.py
     for name in HARNESS_MODULES:  # imported here, before any run could plant a module of that name
         __import__(name)
@@ -81,6 +83,11 @@ def _zygote(ctl_fd, preload, paths, keep):
                     os.chmod(d, want[0])  # a run made it read-only
                 clean &= empty_tree(d, keep) >= 0  # noqa: F821 - defined by wipe.py, prepended
                 clean &= not leftovers(d, keep)  # noqa: F821
+                clean &= restore_root(d, want)  # noqa: F821 - wipe.py
+            except OSError:
+                clean = False
+        for d, want in nodes.items():
+            try:
                 clean &= restore_root(d, want)  # noqa: F821 - wipe.py
             except OSError:
                 clean = False

@@ -220,6 +220,7 @@ OBSERVE = """
         "roots": roots,
         "file_mode": oct(os.stat("probe").st_mode),
         "own_nice": os.getpriority(os.PRIO_PROCESS, 0),
+        "pts": (oct(os.stat("/dev/pts/ptmx").st_mode), os.stat("/dev/pts").st_mtime_ns),
     })
 """
 
@@ -240,6 +241,9 @@ POISON = {
     "xattr_and_times": ("import os\nfor d in ('/tmp', '/dev/shm'):\n    os.setxattr(d, 'user.channel', b'1')\n"
                         "    os.utime(d, (12345, 12345))"),
     "chmod_roots": "import os; os.chmod('/tmp', 0o500); os.chmod('/dev/shm', 0o000)",
+    # found by a second red team: openpty() failed in every later run; /dev/pts times were a channel
+    "chmod_ptmx": ("import os\nfor f in (lambda: os.chmod('/dev/pts/ptmx', 0), lambda: os.utime('/dev/pts', (7, 7))):\n"
+                   "    try:\n        f()\n    except OSError:\n        pass"),
 }
 
 
@@ -271,6 +275,7 @@ def test_a_poisoning_run_is_followed_by_a_clean_run_in_the_same_worker(warm_one,
         for obs in (baseline, after):
             obs["roots"] = {d: (mode, xattrs) for d, (mode, _mtime, xattrs) in obs["roots"].items()}
             obs["autogroup"] = (obs["autogroup"] or "").rpartition(" ")[2]
+            obs["pts"] = obs["pts"][0]
     assert after == baseline, {k: (baseline[k], after[k]) for k in baseline if baseline[k] != after[k]}
 
 
@@ -336,6 +341,27 @@ FIND_PROJECT = """
 
 def test_project_package_and_data_are_not_visible(box):
     assert result(box, FIND_PROJECT, timeout_s=20) == []
+
+
+def test_system_dist_packages_are_masked(box):
+    """Debian's /usr/lib/python3/dist-packages (yaml, pip, cryptography, apt_pkg, ...) is under the
+    bound /usr whichever interpreter runs the sandbox: it is masked like site-packages."""
+    got = result(box, """
+        import glob, os
+        globs = ("/usr/lib/python3*/dist-packages", "/usr/local/lib/python3*/*-packages")
+        print({d: sorted(os.listdir(d)) for p in globs for d in glob.glob(p)})
+    """)
+    assert all(v == [] for v in got.values()), got
+
+
+def test_a_program_that_mimics_a_setup_failure_is_a_result(box):
+    """The bootstrap reports a set-up failure as exit 125 + "sandbox: cannot ..."; a program that
+    prints the same and exits 125 made the cold path raise SandboxError out of run() and run_tests."""
+    code = "import sys\nsys.stderr.write('sandbox: cannot set resource limits\\n')\nsys.exit(125)\n"
+    r = box.run(code)
+    assert r.status == "error" and r.exit_code == 125, r
+    report = box.run_tests(code, [("", "1\n")])
+    assert not report.all_passed
 
 
 def test_importable_packages_are_what_the_program_may_import(box):

@@ -32,7 +32,8 @@ if ! $PY -c 'import torch, sys; sys.exit(0 if torch.__version__.startswith("2.13
   $PY -m pip install -q torch==2.13.0
 fi
 if ! $PY -c 'import llm_marl_envs, sandboxes, rllib_integration, ray.rllib, pettingzoo, transformers, peft, hypothesis, docker, pyseccomp, ruff, mypy' 2>/dev/null; then
-  echo "[setup] pip install -e .[train,test]"
-  $PY -m pip install -q -e ".[train,test]"
+  # constraints.txt: the tested versions (scripts/check_newest.sh tries the newest allowed ones)
+  echo "[setup] pip install -c constraints.txt -e .[train,test]"
+  $PY -m pip install -q -c constraints.txt -e ".[train,test]"
 fi
 echo "[setup] done"

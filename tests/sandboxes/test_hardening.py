@@ -417,7 +417,11 @@ def test_venv_under_tmp_is_visible_inside_bwrap(tmp_path):
                 print(warm, r.status, r.stdout.strip(), r.stderr.strip()[-300:])
             sb.close()
     """)
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    # When pytest itself runs in a virtualenv, the nested venv's "system" site is the base
+    # interpreter's, not that virtualenv's: hand it this environment's packages (pyseccomp, numpy).
+    import site as host_site
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), *host_site.getsitepackages()])}
     with warnings.catch_warnings():
         done = subprocess.run([str(venv / "bin" / "python"), "-c", script], capture_output=True, text=True,
                               env=env, timeout=240)

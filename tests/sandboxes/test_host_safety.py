@@ -438,8 +438,13 @@ def test_golden_tests_cannot_be_forged_from_a_regular_or_editable_install(tmp_pa
         subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)],
                        check=True)
         python = str(venv / "bin" / "python")
+        src = tmp_path / "src"  # a copy: setuptools builds in the source tree (build/), not in the checkout
+        import shutil
+
+        shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(".git", "runs", "build", "*.egg-info",
+                                                                 "__pycache__", ".cache", "benchmarks", "tests"))
         subprocess.run([sys.executable, "-m", "pip", "--python", python, "install", "-q", "--no-deps",
-                        "--no-build-isolation", "--no-index", str(ROOT)], check=True, capture_output=True,
+                        "--no-build-isolation", "--no-index", str(src)], check=True, capture_output=True,
                        timeout=300, cwd=tmp_path)
         cwd = tmp_path  # not the checkout: the installed copy must be what imports
     else:

@@ -140,6 +140,12 @@ def _compile_decoding_on_cpu(model, monkeypatch) -> list:
     from transformers import CompileConfig
     from transformers.cache_utils import StaticCache
 
+    for hook in ("_default_compile_config", "_valid_auto_compile_criteria"):
+        if not hasattr(model, hook):  # transformers' private compile hooks: skip, don't guess, on a new version
+            import transformers
+
+            pytest.skip(f"transformers {transformers.__version__} has no {hook}: this test observes decoding "
+                        "compiles through it (written for 4.45-5.24)")
     traces: list = []
 
     def counting_backend(gm, example_inputs):

@@ -1,6 +1,7 @@
 """``llm-marl``: train and evaluate LLM teams with AT-GRPO.
 
     llm-marl train [CONFIG.yaml] [--set key=value ...] [--import MODULE ...] [--iterations N] [--output-dir DIR]
+                   [--overwrite]
     llm-marl eval RUN_DIR|CHECKPOINT [--episodes N] [--temperature T] [--import MODULE ...]
     llm-marl export RUN_DIR|CHECKPOINT OUT_DIR [--merge-lora]
 
@@ -15,33 +16,87 @@ Each iteration prints one progress line; the output directory receives ``config.
 ``metrics.jsonl``, ``metrics.csv``, TensorBoard events (Tune's ``TBXLoggerCallback``),
 ``learning_curve.png`` and ``checkpoint/`` (``Algorithm.save_to_path``). ``export`` writes each
 policy as a ``save_pretrained`` folder (:mod:`rllib_integration.export`).
+
+A run never mixes its outputs with another's: ``train`` refuses an output directory that is not
+empty, before Ray starts, unless ``--overwrite`` is given; then, once the algorithm is built, it
+removes what a previous run wrote there (:data:`RUN_OUTPUTS`: config, metrics, TensorBoard events,
+PNG, checkpoints) and keeps any other file. The output directory, ``RAY_ADDRESS`` (a cluster must
+answer there) and the paths given to ``eval``/``export`` are checked before anything is written,
+each with a one-line error saying what to do.
 """
 
 from __future__ import annotations
 
 import argparse
+import collections.abc
 import json
 import os
+import re
+import shutil
+import socket
 import sys
 import time
 import types
+import typing
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
-from .settings import ConfigError, load_config
+from .settings import ConfigError, UsageError, load_config
 
-__all__ = ["main", "train", "evaluate_checkpoint", "check_run_config"]
+__all__ = ["main", "train", "evaluate_checkpoint", "check_run_config", "check_output_dir", "check_ray_address",
+           "version", "RUN_OUTPUTS"]
+
+#: What ``llm-marl train`` writes in its output directory (glob patterns): ``--overwrite`` removes these, and only
+#: these, before a new run writes there.
+RUN_OUTPUTS = ("config.yaml", "metrics.jsonl", "metrics.csv", "events.out.tfevents.*", "learning_curve.png",
+               "checkpoint", "checkpoint_[0-9]*")
+
+
+def version() -> str:
+    """The version of the installed ``llm-marl`` distribution, else the one in the source tree's pyproject.toml."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as dist_version
+
+    try:
+        return dist_version("llm-marl")
+    except PackageNotFoundError:
+        pass
+    import tomllib
+
+    try:
+        pyproject = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())
+        return str(pyproject["project"]["version"])
+    except (OSError, KeyError, tomllib.TOMLDecodeError):
+        return "unknown"
+
+
+class _VersionAction(argparse.Action):
+    """``--version``, looked up only when asked for."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, default: Any = argparse.SUPPRESS,
+                 help: Optional[str] = None):
+        super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: Any, values: Any,
+                 option_string: Optional[str] = None) -> None:
+        print(f"{parser.prog} {version()}")
+        parser.exit()
 
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="llm-marl", description="Train LLM teams on llm_marl envs with AT-GRPO (RLlib).")
+    p.add_argument("--version", action=_VersionAction, help="print the version of llm-marl and exit")
     sub = p.add_subparsers(dest="command", required=True)
     t = sub.add_parser("train", help="train from a YAML config (default: the embedded tiny plan-path run)")
     t.add_argument("config", nargs="?", help="YAML run config (see configs/ and docs/config_reference.md)")
     t.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config key, e.g. --set training.lr=1e-4 (repeatable)")
     t.add_argument("--iterations", type=int, help="shortcut for --set run.iterations=N")
-    t.add_argument("--output-dir", help="shortcut for --set run.output_dir=DIR")
+    t.add_argument("--output-dir", help="shortcut for --set run.output_dir=DIR (default runs/default); it must be "
+                                        "empty or new unless --overwrite is given")
+    t.add_argument("--overwrite", action="store_true",
+                   help="reuse a non-empty output directory: a previous run's files there (config.yaml, metrics, "
+                        "TensorBoard events, learning_curve.png, checkpoint*/) are removed, others kept")
     t.add_argument("--num-cpus", type=int, default=None,
                    help="CPUs for the local Ray instance (default: all; not with RAY_ADDRESS)")
     t.add_argument("--quiet", action="store_true", help="no progress lines or bars")
@@ -85,12 +140,15 @@ def check_run_config(cfg: dict, *, num_cpus: Optional[int] = None) -> None:
     from .envs import check_env
     from .policies import YAML_NAMES, AgentTableMapping, resolve_mapping
 
-    if num_cpus is not None and os.environ.get("RAY_ADDRESS"):
+    if num_cpus is not None and _cluster_address():
         raise ConfigError(f"--num-cpus {num_cpus} sizes a local Ray instance, but RAY_ADDRESS="
                           f"{os.environ['RAY_ADDRESS']!r} connects to a running cluster, whose resources are fixed "
                           "by its `ray start`; drop --num-cpus, or unset RAY_ADDRESS for a local run")
     env = cfg["env"]
-    check = check_env(env["id"], env["config"], modules=env["modules"], eval_env_config=env["eval_config"])
+    try:
+        check = check_env(env["id"], env["config"], modules=env["modules"], eval_env_config=env["eval_config"])
+    except ConfigError as e:
+        raise _env_type_error(env, str(e)) or e from None
     table = cfg["policy_mapping"]
     view = types.SimpleNamespace(policies=set(cfg["policies"]) | set(table.values()) or None,
                                  specialization=cfg["specialization"],
@@ -103,6 +161,222 @@ def check_run_config(cfg: dict, *, num_cpus: Optional[int] = None) -> None:
                         source=f"the local Ray instance (--num-cpus {num_cpus})")
 
 
+# ---------------------------------------------------------------------------- env argument types
+def _env_type_error(env: Mapping[str, Any], message: str) -> Optional[ConfigError]:
+    """Where the probe env failed on an argument whose value its constructor's annotation rules out, the
+    error naming the key, the value and the type expected (the env's own error can be about a part of the
+    value: ``int(size[0])`` of ``'abc'`` complains about ``'a'``). None where the annotations do not say."""
+    from .envs import _resolve_entry_point, resolve_env
+
+    try:
+        entry = resolve_env(env["id"], env["modules"])
+        cls = _resolve_entry_point(entry.entry_point)
+    except Exception:
+        return None
+    if entry.takes_context or not isinstance(cls, type):
+        return None
+    for where, args in (("env.config", env["config"]), ("env.eval_config", env["eval_config"])):
+        for key, value in dict(args or {}).items():
+            if not (message.startswith(f"{where}.{key}: ") or message.startswith(f"{where}: ")):
+                continue
+            ann = _argument_annotation(cls, str(key))
+            if ann is not None and _fits(value, ann) is False:
+                return ConfigError(f"{where}.{key}: bad value {value!r} for {entry.name}: expected "
+                                   f"{_describe(ann)}, got {_describe_value(value)}")
+    return None
+
+
+def _argument_annotation(cls: type, name: str) -> Any:
+    """The evaluated annotation of keyword argument ``name`` of ``cls`` (its own ``__init__`` or, through
+    ``**kwargs``, a base class's); None where there is none or it cannot be evaluated."""
+    import inspect
+
+    for klass in cls.__mro__:
+        init = klass.__dict__.get("__init__")
+        if init is None:
+            continue
+        try:
+            params = inspect.signature(init).parameters
+        except (TypeError, ValueError):
+            return None
+        if name in params:
+            ann = getattr(init, "__annotations__", {}).get(name)
+            if isinstance(ann, str):
+                try:
+                    ann = eval(ann, dict(getattr(init, "__globals__", {})))  # as typing.get_type_hints does
+                except Exception:
+                    return None
+            return ann
+        if not any(p.kind == p.VAR_KEYWORD for p in params.values()):
+            return None
+    return None
+
+
+_SEQUENCES = (list, tuple, set, frozenset, collections.abc.Sequence, collections.abc.Collection,
+              collections.abc.Iterable)
+_MAPPINGS = (dict, collections.abc.Mapping)
+
+
+def _fits(v: Any, t: Any) -> Optional[bool]:
+    """Whether a config value (YAML: None, bool, int, float, str, list, dict) fits annotation ``t``;
+    None where the annotation does not say."""
+    origin, args = typing.get_origin(t), typing.get_args(t)
+    if t is Any or t is object:
+        return True
+    if t is None or t is type(None):
+        return v is None
+    if origin is typing.Annotated:
+        return _fits(v, args[0])
+    if origin in (typing.Union, types.UnionType):
+        res = [_fits(v, a) for a in args]
+        return True if True in res else (False if all(r is False for r in res) else None)
+    if origin is typing.Literal:
+        return v in args
+    if t is bool:
+        return isinstance(v, bool)
+    if t is int:
+        return isinstance(v, int) and not isinstance(v, bool)
+    if t is float:
+        return isinstance(v, (int, float)) and not isinstance(v, bool)
+    if t is str:
+        return isinstance(v, str)
+    if t in _SEQUENCES or origin in _SEQUENCES:
+        if not isinstance(v, (list, tuple)):
+            return False
+        if origin is tuple and args and args[-1] is not Ellipsis:
+            if len(v) != len(args):
+                return False
+            res = [_fits(x, a) for x, a in zip(v, args, strict=True)]
+        else:
+            res = [_fits(x, args[0]) for x in v] if args else []
+        return False if False in res else (True if all(r is True for r in res) else None)
+    if t in _MAPPINGS or origin in _MAPPINGS:
+        return isinstance(v, dict) or None
+    return None
+
+
+_PLURAL = {int: "integers", float: "numbers", str: "strings", bool: "booleans"}
+
+
+def _describe(t: Any) -> str:
+    """An annotation in words: ``int | Sequence[int]`` -> ``an integer or a list of integers``."""
+    origin, args = typing.get_origin(t), typing.get_args(t)
+    if origin is typing.Annotated:
+        return _describe(args[0])
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(dict.fromkeys(_describe(a) for a in args))
+    if origin is typing.Literal:
+        return f"one of {list(args)}"
+    if t is None or t is type(None):
+        return "null"
+    words = {int: "an integer", float: "a number", bool: "true or false", str: "a string"}
+    if t in words:
+        return words[t]
+    if t in _SEQUENCES or origin in _SEQUENCES:
+        if origin is tuple and args and args[-1] is not Ellipsis:
+            return f"a list of {len(args)} " + (_PLURAL.get(args[0], "values") if len(set(args)) == 1 else "values")
+        return "a list" + (f" of {_PLURAL[args[0]]}" if args and args[0] in _PLURAL else "")
+    if t in _MAPPINGS or origin in _MAPPINGS:
+        return "a mapping"
+    return getattr(t, "__name__", str(t))
+
+
+def _describe_value(v: Any) -> str:
+    if v is None:
+        return "null"
+    for kind, words in ((bool, "a boolean"), (int, "an integer"), (float, "a number"), (str, "a string"),
+                        (list, "a list"), (dict, "a mapping")):
+        if isinstance(v, kind):
+            return words
+    return type(v).__name__
+
+
+# ---------------------------------------------------------------------------- output directory, Ray address
+def _previous_run(out: Path) -> list[Path]:
+    """The files and folders a run of llm-marl train wrote in ``out`` (:data:`RUN_OUTPUTS`)."""
+    return sorted({p for pattern in RUN_OUTPUTS for p in out.glob(pattern)})
+
+
+def _listing(paths: Sequence[Path], n: int = 4) -> str:
+    names = [p.name + ("/" if p.is_dir() else "") for p in paths]
+    return ", ".join(names[:n]) + (f", ... ({len(names)} in all)" if len(names) > n else "")
+
+
+def check_output_dir(out: str | os.PathLike, *, overwrite: bool = False) -> Path:
+    """Check that a run may write in ``out`` (before Ray starts; nothing is created): it is not a file,
+    can be created, and is empty unless ``overwrite``. Raises :class:`~.settings.UsageError` saying what to do."""
+    from .export import check_out_dir
+
+    path = check_out_dir(out, what="--output-dir (run.output_dir)")
+    if overwrite or not path.is_dir():
+        return path
+    entries = sorted(path.iterdir())
+    if not entries:
+        return path
+    previous = _previous_run(path)
+    if previous:
+        raise UsageError(f"output directory {str(path)!r} holds a previous run ({_listing(previous)}); add --overwrite "
+                         "to replace it, or give --output-dir NEW_DIR")
+    raise UsageError(f"output directory {str(path)!r} is not empty ({_listing(entries)}); give --output-dir NEW_DIR, "
+                     "or add --overwrite to write the run there (those files are kept)")
+
+
+def _open_output_dir(out: Path, *, overwrite: bool) -> None:
+    """Make ``out`` ready for a run: checked again (another run may have written there meanwhile); with
+    ``overwrite``, a previous run's files removed (others kept)."""
+    check_output_dir(out, overwrite=overwrite)
+    if overwrite and out.is_dir():
+        for p in _previous_run(out):
+            if p.is_dir() and not p.is_symlink():
+                shutil.rmtree(p)
+            else:
+                p.unlink()
+    out.mkdir(parents=True, exist_ok=True)
+
+
+def _cluster_address() -> Optional[str]:
+    """``RAY_ADDRESS`` where it names a cluster to connect to (not unset, empty or ``local``)."""
+    addr = os.environ.get("RAY_ADDRESS", "").strip()
+    return addr if addr and addr != "local" else None
+
+
+def _ray_address_file() -> Path:
+    """Where ``ray start`` records the cluster that ``RAY_ADDRESS=auto`` connects to (Ray's own lookup)."""
+    tmp = os.environ.get("RAY_TMPDIR") or (os.environ.get("TMPDIR") if sys.platform.startswith("linux") else None)
+    return Path(tmp or "/tmp") / "ray" / "ray_current_cluster"
+
+
+def check_ray_address(timeout_s: float = 3.0) -> None:
+    """With ``RAY_ADDRESS`` set, check (without Ray) that a Ray cluster answers there: ``auto`` needs the
+    cluster that ``ray start`` recorded on this machine, ``host:port`` / ``ray://host:port`` a connection.
+    Raises :class:`~.settings.UsageError` saying what to do; addresses of other forms are left to Ray."""
+    addr = _cluster_address()
+    if addr is None:
+        return
+    if "ray" in sys.modules and sys.modules["ray"].is_initialized():
+        return  # connected already: the CLI uses that instance
+    shown, via = f"RAY_ADDRESS={addr!r}", ""
+    fix = "or unset RAY_ADDRESS to start a local Ray"
+    target = addr
+    if addr == "auto":
+        f = _ray_address_file()
+        target = f.read_text().strip() if f.is_file() else ""
+        if not target:
+            raise UsageError(f"{shown}, but no Ray cluster was started on this machine ({f} is missing: `ray start` "
+                             f"writes it); start one with `ray start --head` (docs/multinode.md), {fix}")
+        via = f" (the address in {f})"
+    m = re.fullmatch(r"(?:ray://)?\[?([\w.:-]+?)\]?:(\d+)/?", target)
+    if m is None:
+        return
+    host, port = m.group(1), int(m.group(2))
+    try:
+        socket.create_connection((host, port), timeout=timeout_s).close()
+    except OSError as e:
+        why = f"no answer in {timeout_s:g} s" if isinstance(e, TimeoutError) else (e.strerror or type(e).__name__)
+        raise UsageError(f"{shown}: no Ray cluster answers at {host}:{port}{via} ({why}); start it (`ray start "
+                         f"--head --port={port}`, docs/multinode.md), correct RAY_ADDRESS, {fix}") from None
+
+
 def _start_ray(modules: Sequence[str], num_cpus: Optional[int], progress: bool = False) -> bool:
     """Connect to RAY_ADDRESS or start a local Ray; the job's workers import ``modules``; with ``progress``
     the workers' output (their progress bars) reaches this process. True if started here."""
@@ -112,8 +386,16 @@ def _start_ray(modules: Sequence[str], num_cpus: Optional[int], progress: bool =
 
     if ray.is_initialized():
         return False
-    ray.init(num_cpus=None if os.environ.get("RAY_ADDRESS") else num_cpus, include_dashboard=False,
-             log_to_driver=progress, runtime_env=task_runtime_env(modules) or None)
+    address = _cluster_address()
+    try:
+        ray.init(num_cpus=None if address else num_cpus, include_dashboard=False,
+                 log_to_driver=progress, runtime_env=task_runtime_env(modules) or None)
+    except ConnectionError as e:
+        if not address:
+            raise
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        raise UsageError(f"cannot connect to the Ray cluster at RAY_ADDRESS={address!r} ({first}); start it "
+                         "(`ray start --head`, docs/multinode.md) or unset RAY_ADDRESS to start a local Ray") from None
     return True
 
 
@@ -153,11 +435,16 @@ def _eval_text(ev: dict) -> str:
 
 
 def train(config_path: Optional[str] = None, sets: Sequence[str] = (), *, num_cpus: Optional[int] = None,
-          quiet: bool = False, imports: Sequence[str] = ()) -> dict:
-    """Check everything (before Ray starts), train, write outputs; returns a summary."""
+          quiet: bool = False, imports: Sequence[str] = (), overwrite: bool = False) -> dict:
+    """Check everything (before Ray starts), train, write outputs; returns a summary.
+
+    The output directory must be new or empty unless ``overwrite`` (then a previous run's files there are
+    removed, once the algorithm is built); nothing is written in it before the algorithm is built."""
     cfg = load_config(config_path, list(sets))
     cfg["env"]["modules"] = list(dict.fromkeys([*cfg["env"]["modules"], *imports]))
     check_run_config(cfg, num_cpus=num_cpus)
+    out = check_output_dir(cfg["run"]["output_dir"], overwrite=overwrite)
+    check_ray_address()
     import ray
     import torch
 
@@ -168,18 +455,13 @@ def train(config_path: Optional[str] = None, sets: Sequence[str] = (), *, num_cp
 
     algo_config = ATGRPOConfig.from_run_config(cfg)
     algo_config.validate()
-    out = Path(cfg["run"]["output_dir"]).expanduser()
-    out.mkdir(parents=True, exist_ok=True)
     import yaml
 
-    (out / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
     started_ray = False
     need_ray = cfg["rollout"]["num_rollout_workers"] > 0 or cfg["resources"]["num_learners"] > 0
     if need_ray:
         started_ray = _start_ray(cfg["env"]["modules"], num_cpus, progress=not quiet)
     iterations = cfg["run"]["iterations"]
-    writer = MetricsWriter(out)
-    tb = _TensorBoard(out)
     t0 = time.perf_counter()
     if not quiet:
         algo_config.rollouts(progress_bars=True)
@@ -191,10 +473,15 @@ def train(config_path: Optional[str] = None, sets: Sequence[str] = (), *, num_cp
         if started_ray:
             ray.shutdown()
         raise
-    if not quiet:
-        print(f"llm-marl: {cfg['env']['id']} {cfg['specialization']} policies={algo.policy_mapping} "
-              f"(setup {time.perf_counter() - t0:.1f}s) -> {out}", flush=True)
+    tb: Optional[_TensorBoard] = None
     try:
+        _open_output_dir(out, overwrite=overwrite)
+        (out / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+        writer = MetricsWriter(out)
+        tb = _TensorBoard(out)
+        if not quiet:
+            print(f"llm-marl: {cfg['env']['id']} {cfg['specialization']} policies={algo.policy_mapping} "
+                  f"(setup {time.perf_counter() - t0:.1f}s) -> {out}", flush=True)
         ws = algo.warm_start_metrics
         if ws is not None and not quiet:
             held = (f", held-out demo loss {ws['heldout_loss_before']:.3f} -> {ws['heldout_loss_after']:.3f}"
@@ -230,7 +517,8 @@ def train(config_path: Optional[str] = None, sets: Sequence[str] = (), *, num_cp
         png = plot_learning_curve(writer.rows, out / "learning_curve.png",
                                   title=f"{cfg['env']['id']} ({cfg['specialization']}, {cfg['run']['name']})")
     finally:
-        tb.close()
+        if tb is not None:
+            tb.close()
         algo.stop()
         if started_ray:
             ray.shutdown()
@@ -253,6 +541,7 @@ def evaluate_checkpoint(checkpoint: str, *, episodes: Optional[int] = None, temp
     modules = run_modules(path, imports)
 
     import_env_modules(modules)
+    check_ray_address()
     import ray
     import torch
 
@@ -294,7 +583,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 sets.append(f"run.iterations={args.iterations}")
             if args.output_dir is not None:
                 sets.append(f"run.output_dir={args.output_dir}")
-            train(args.config, sets, num_cpus=args.num_cpus, quiet=args.quiet, imports=args.imports)
+            train(args.config, sets, num_cpus=args.num_cpus, quiet=args.quiet, imports=args.imports,
+                  overwrite=args.overwrite)
             return 0
         if args.command == "export":
             from .export import export_policies, find_checkpoint
@@ -310,6 +600,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
             print(json.dumps(flatten(res), indent=1, sort_keys=True))
             return 0
+    except UsageError as e:
+        print(f"llm-marl: error: {e}", file=sys.stderr)
+        return 2
     except ConfigError as e:
         print(f"llm-marl: config error: {e}", file=sys.stderr)
         return 2

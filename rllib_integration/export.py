@@ -34,9 +34,10 @@ import tempfile
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
-from .settings import ConfigError
+from .settings import ConfigError, UsageError
 
-__all__ = ["TrainedTeam", "Episode", "load_policy_modules", "export_policies", "find_checkpoint", "run_modules"]
+__all__ = ["TrainedTeam", "Episode", "load_policy_modules", "export_policies", "find_checkpoint", "run_modules",
+           "check_out_dir"]
 
 
 def _module_dir(checkpoint: Path) -> Path:
@@ -47,14 +48,55 @@ def _module_dir(checkpoint: Path) -> Path:
     return d
 
 
+def _is_checkpoint(p: Path) -> bool:
+    return (p / "class_and_ctor_args.pkl").is_file()
+
+
 def find_checkpoint(path: str | os.PathLike) -> Path:
-    """A run directory of ``llm-marl train`` (its ``checkpoint/``) or a checkpoint directory -> the checkpoint."""
+    """A run directory of ``llm-marl train`` (its ``checkpoint/``) or a checkpoint directory -> the checkpoint.
+
+    Raises :class:`~.settings.UsageError` saying what ``path`` is instead (missing, a file, a run without
+    a checkpoint yet, a folder of runs) and what to give."""
     p = Path(path).expanduser()
     for cand in (p, p / "checkpoint"):
-        if (cand / "class_and_ctor_args.pkl").exists():
+        if _is_checkpoint(cand):
             return cand.resolve()
-    raise ConfigError(f"{str(p)!r} is not an ATGRPO checkpoint or a run directory holding checkpoint/ (no "
-                      "class_and_ctor_args.pkl); point to the output directory of llm-marl train or its checkpoint/")
+    give = "give the output directory of llm-marl train (e.g. runs/default) or its checkpoint/"
+    if not p.exists():
+        raise UsageError(f"{str(p)!r} does not exist; {give}")
+    if not p.is_dir():
+        raise UsageError(f"{str(p)!r} is a file, not a run directory; {give}")
+    if (p / "config.yaml").is_file():
+        raise UsageError(f"{str(p)!r} holds a run of llm-marl train without its final checkpoint/ (the run stopped "
+                         "early or is still running); give a run that finished, or one of its checkpoint_NNNN/ "
+                         "(run.checkpoint_every)")
+    runs = sorted({str(d.parent if d.name == "checkpoint" else d)
+                   for d in [*p.glob("*/checkpoint"), *p.glob("*")] if d.is_dir() and _is_checkpoint(d)})
+    if runs:
+        more = f" (and {len(runs) - 3} more)" if len(runs) > 3 else ""
+        raise UsageError(f"{str(p)!r} is a folder of runs, not a run; give one of them: {', '.join(runs[:3])}{more}")
+    raise UsageError(f"{str(p)!r} is neither a run directory of llm-marl train (no checkpoint/ in it) nor a "
+                     f"checkpoint (no class_and_ctor_args.pkl); {give}")
+
+
+def check_out_dir(out_dir: str | os.PathLike, *, what: str = "OUT_DIR") -> Path:
+    """The folder ``out_dir`` as a path, after checking that it is (or can be made) a directory: raises
+    :class:`~.settings.UsageError` where it, or a parent of it, is an existing file, or nothing can be
+    written there. Nothing is created."""
+    out = Path(out_dir).expanduser()
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"{what} {str(out)!r} is an existing file, not a directory; give the path of a "
+                         "directory (created if missing)")
+    parent = out
+    while not parent.exists():
+        if parent.parent == parent:
+            break
+        parent = parent.parent
+    if parent != out and parent.exists() and not parent.is_dir():
+        raise UsageError(f"{what} {str(out)!r} cannot be created: {str(parent)!r} is a file")
+    if parent.exists() and not os.access(parent, os.W_OK | os.X_OK):
+        raise UsageError(f"{what} {str(out)!r}: {str(parent)!r} is not writable; give a directory you can write")
+    return out
 
 
 def run_modules(checkpoint: Path, imports: Sequence[str] = ()) -> list[str]:
@@ -192,8 +234,8 @@ def export_policies(checkpoint: str | os.PathLike, out_dir: str | os.PathLike, *
     agent -> policy mapping and the generation settings of the run.
     """
     path = find_checkpoint(checkpoint)
+    out = check_out_dir(out_dir).resolve()  # before loading anything: nothing half-written
     modules = load_policy_modules(path)
-    out = Path(out_dir).expanduser().resolve()
     out.mkdir(parents=True, exist_ok=True)
     written: dict[str, Path] = {}
     for pid, module in sorted(modules.items()):

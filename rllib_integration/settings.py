@@ -43,7 +43,7 @@ from pydantic import ValidationInfo, create_model, field_validator
 from .core.choices import (AGG_MODES, ESTIMATORS, KEY_FIELDS, KL_ESTIMATORS, AggMode, Estimator, KeyField,
                            KlEstimator)
 
-__all__ = ["ConfigError", "RunSettings", "SettingInfo", "SETTINGS", "DEFAULT_CONFIG", "load_config",
+__all__ = ["ConfigError", "UsageError", "RunSettings", "SettingInfo", "SETTINGS", "DEFAULT_CONFIG", "load_config",
            "validate_config", "validate_settings", "apply_overrides", "resolve_model_spec", "load_yaml", "markdown",
            "config_attributes", "builder_keywords", "builder_calls", "settings_of", "attribute_name",
            "LEVELS", "ESTIMATORS", "AGG_MODES", "KL_ESTIMATORS", "GROUP_FIELDS", "SANDBOX_KINDS",
@@ -73,6 +73,11 @@ TINY_MODEL_ARGS = ("vocab", "hidden", "layers", "heads", "kv_heads", "intermedia
 
 class ConfigError(ValueError):
     """A user error in a run configuration; the message names the key and the fix."""
+
+
+class UsageError(ConfigError):
+    """A user error outside the run config (a path or an address given to ``llm-marl``): the message says
+    what to do. ``llm-marl`` prints it as one line (``llm-marl: error: ...``), like a ConfigError."""
 
 
 # ---------------------------------------------------------------------------- value types

@@ -37,6 +37,7 @@ import contextvars
 import difflib
 import inspect
 import logging
+import os
 import time
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional
@@ -121,6 +122,12 @@ class ATGRPOConfig(AlgorithmConfig):
 
     if TYPE_CHECKING:  # the settings' attributes are set from rllib_integration.settings at run time
         def __getattr__(self, name: str) -> Any: ...
+
+    #: the run's last iteration (``llm-marl train``: ``run.iterations``; Tune: the ``training_iteration`` it
+    #: stops at), always evaluated when evaluation is on, whatever ``evaluation_interval``; None: unknown
+    #: (every interval only). Not a run-config key: ``from_run_config`` derives it from ``run.iterations``,
+    #: so it is an instance attribute only once set (``.evaluation(evaluation_final_iteration=N)``).
+    evaluation_final_iteration: Optional[int] = None
 
     def __init__(self, algo_class: Optional[type] = None) -> None:
         super().__init__(algo_class=algo_class or ATGRPO)
@@ -224,7 +231,15 @@ class ATGRPOConfig(AlgorithmConfig):
 
     def evaluation(self, **kwargs: Any) -> "ATGRPOConfig":
         """RLlib's evaluation settings plus ``evaluation_num_episodes``, ``evaluation_temperature``,
-        ``eval_env_config``."""
+        ``eval_env_config`` and ``evaluation_final_iteration`` (the run's last iteration, e.g. Tune's
+        ``stop={"training_iteration": N}``: it is evaluated too when it is no multiple of
+        ``evaluation_interval``; ``llm-marl train`` sets it to ``run.iterations``)."""
+        final = kwargs.pop("evaluation_final_iteration", NotProvided)
+        if final is not NotProvided:
+            if final is not None and (isinstance(final, bool) or not isinstance(final, int) or final < 1):
+                raise ConfigError("ATGRPOConfig.evaluation_final_iteration: must be an int >= 1 or None, got "
+                                  f"{final!r}")
+            self.evaluation_final_iteration = final
         kwargs = self._map_rllib_aliases("evaluation", kwargs)
         super().evaluation(**self._set_settings("evaluation", kwargs, rllib_method=True))
         return self
@@ -275,16 +290,21 @@ class ATGRPOConfig(AlgorithmConfig):
     def check_resources(self, available: Optional[Mapping[str, float]] = None, *, source: str = "the Ray cluster"
                         ) -> None:
         """Fail now if the run's actors need more CPUs/GPUs than ``available`` (default: the running Ray
-        cluster's totals; nothing is checked when Ray is not running). The message names the settings."""
+        cluster's totals, with what is free now in the message; nothing is checked when Ray is not running:
+        ``build_algo()`` checks against this machine before it starts a local Ray). The message names the
+        settings (YAML keys and builder keywords)."""
         from .resources import ActorPlan, check_resources
 
+        free = None
         if available is None:
             import ray
 
             if not ray.is_initialized():
                 return
-            available = ray.cluster_resources()
-        check_resources(ActorPlan.of_config(self), available, source=source)
+            available, free = ray.cluster_resources(), ray.available_resources()
+        check_resources(ActorPlan.of_config(self), available, source=source, free=free, python=True,
+                        advice="Give Ray more (ray.init(num_cpus=...), llm-marl --num-cpus, more nodes) or ask "
+                               "for less")
 
     # -- YAML run configs ----------------------------------------------------------------------
     @classmethod
@@ -293,6 +313,8 @@ class ATGRPOConfig(AlgorithmConfig):
         c = cls()
         for builder, kwargs in builder_calls(cfg).items():
             getattr(c, builder)(**kwargs)
+        if cfg.get("run", {}).get("iterations"):  # the CLI's run length: its last iteration is evaluated
+            c.evaluation_final_iteration = int(cfg["run"]["iterations"])
         policies = cfg["policies"]
         mapping = dict(cfg["policy_mapping"])
         if policies or mapping:
@@ -332,16 +354,92 @@ for _name in sorted({s.builder for s in SETTINGS if s.attr and not s.rllib and s
     if _name not in ATGRPOConfig.__dict__:
         setattr(ATGRPOConfig, _name, _settings_builder(_name))
     getattr(ATGRPOConfig, _name).__signature__ = _builder_signature(_name, _rllib)
+# .evaluation() also takes evaluation_final_iteration (not a run-config key: the CLI's run.iterations sets it)
+_sig = ATGRPOConfig.evaluation.__signature__  # type: ignore[attr-defined]  # set just above
+_final = inspect.Parameter("evaluation_final_iteration", inspect.Parameter.KEYWORD_ONLY, default=NotProvided)
+ATGRPOConfig.evaluation.__signature__ = _sig.replace(  # type: ignore[attr-defined]
+    parameters=[*_sig.parameters.values(), _final])
 
 
 def _init_ray_for(cfg: ATGRPOConfig) -> None:
-    """Start a local Ray (if none runs) whose workers import ``env_modules`` (:func:`~.envs.task_runtime_env`)."""
+    """Start a local Ray (if none runs) whose workers import ``env_modules`` (:func:`~.envs.task_runtime_env`),
+    after checking that the run's actors fit this machine (a local Ray gets what it has): an actor that
+    cannot be placed would wait forever. With ``RAY_ADDRESS`` the cluster is checked once connected."""
+    import ray
+
+    if ray.is_initialized():
+        return
+    from .envs import task_runtime_env
+    from .resources import machine_resources
+
+    address = os.environ.get("RAY_ADDRESS")
+    if not address:
+        have = machine_resources()
+        cfg.check_resources(have, source=f"this machine (Ray is not running yet: build_algo() starts a local Ray "
+                                         f"with its {have['CPU']:g} CPU and {have['GPU']:g} GPU)")
+    ray.init(runtime_env=task_runtime_env(cfg.env_modules) or None, include_dashboard=False)
+    if address:
+        cfg.check_resources(source=f"the Ray cluster at RAY_ADDRESS={address!r}")
+
+
+#: iterations in a row without any reward variance after which the run warns (see ``no_signal_message``)
+NO_SIGNAL_WARN_ITERATIONS = 3
+
+
+def no_signal_message(cfg: Any, result: Mapping[str, Any], streak: int) -> str:
+    """The warning of a run whose AT-GRPO groups all had zero reward variance ``streak`` iterations in a
+    row: what it means, each role's valid ratio and reply length, and the settings to change."""
+    agents = result.get("agents", {}) or {}
+    valid = {a: float(m.get("valid_ratio", 0.0)) for a, m in agents.items()}
+    tokens = {a: float(m.get("completion_tokens_mean", 0.0)) for a, m in agents.items()}
+    max_new = int(cfg.max_new_tokens)
+    lines = [f"ATGRPO WARNING: no learning signal for {streak} iterations in a row: in every group (K="
+             f"{int(cfg.k)} candidates of one (env, turn, agent)) all candidates got the same reward "
+             "(groups/zero_variance_frac=1.0), so every advantage is 0 and the policies are not updated. "
+             "Valid-action ratio per role: " + (", ".join(f"{a} {v:.2f}" for a, v in sorted(valid.items())) or "-")
+             + "; reply tokens (mean): " + (", ".join(f"{a} {t:.1f}" for a, t in sorted(tokens.items())) or "-")
+             + f" of sampling.max_new_tokens={max_new}. What to change:"]
+    if valid and max(valid.values()) == 0.0:
+        lines.append("* no candidate writes a valid action: the model does not follow the task's action format yet.")
+        if not int(dict(cfg.warm_start or {}).get("episodes", 0)):
+            lines.append("  - turn on the warm start (warm_start.episodes: 16, i.e. .training(warm_start={'episodes': "
+                         "16})): a supervised pass on the task's expert demonstrations before RL (llm_marl tasks);")
+        if tokens and max(tokens.values()) >= 0.9 * max_new:
+            lines.append(f"  - raise sampling.max_new_tokens (now {max_new}): replies are cut at the limit, and an "
+                         "action (a program, an answer line) may not fit;")
+        lines.append("  - or use a model that follows the format (model.path), or a task whose invalid actions are "
+                     "graded (env.config invalid_penalty only shifts them all alike).")
+    else:
+        lines.append(f"* the candidates act differently but score alike: raise sampling.k (now {int(cfg.k)}) or "
+                     f"sampling.temperature (now {float(cfg.temperature):g}) for more diverse candidates, use "
+                     "training.group_by [task_id, agent] to compare candidates across envs and turns, or shape the "
+                     "rewards (env.config) so that better actions score higher.")
+    return "\n".join(lines)
+
+
+def _check_trial_placement(cf: Any, bundles: list[dict[str, float]]) -> None:
+    """A Tune trial's placement group (``bundles``: the trial's own process first, then its actors) against
+    the running cluster (Tune asks for it on the driver, where Ray runs): one that can never fit raises
+    :class:`ConfigError` at once, naming the settings and what is free (else the trial is PENDING forever);
+    one that fits is watched, and a warning names what it needs and what is free if it stays pending
+    (resources held by others) for ``min(resources.PENDING_WARN_S, rollout.start_timeout_s)`` seconds."""
     import ray
 
     if not ray.is_initialized():
-        from .envs import task_runtime_env
+        return
+    from . import resources
 
-        ray.init(runtime_env=task_runtime_env(cfg.env_modules) or None, include_dashboard=False)
+    main = {k: float(v) for k, v in bundles[0].items() if k in ("CPU", "GPU")}
+    plan = resources.ActorPlan.of_config(cf, main_process=main)
+    resources.check_resources(
+        plan, ray.cluster_resources(), source="the Ray cluster for one Tune trial (its own process and its actors, "
+                                              "one placement group)",
+        free=ray.available_resources(), python=True,
+        advice="Give Ray more (ray.init(num_cpus=...), more nodes) or ask for less (fewer rollout actors, "
+               "num_cpus_per_rollout_worker=0.5, .resources(num_cpus_for_main_process=...))")
+    needs = ", ".join(f"{v:g} {k}" for k, v in resources.actor_resources(plan).items())
+    after = min(float(resources.PENDING_WARN_S), float(cf.rollout_start_timeout_s))
+    resources.watch_pending_placement(bundles, f"{needs} ({resources.describe_plan(plan, python=True)})", after)
 
 
 def _wall_timings(parts: list[dict[str, Any]]) -> dict[str, float]:
@@ -449,6 +547,7 @@ class ATGRPO(Algorithm):
         bundles = [b for b in bundles if b] or [{"CPU": 1}]
         if not main or not any(main.values()):
             bundles.insert(0, {"CPU": 0.01})  # the trial's own process needs a (tiny) bundle of its own
+        _check_trial_placement(cf, bundles)
         return PlacementGroupFactory(bundles=bundles, strategy=cf.placement_strategy)
 
     @staticmethod
@@ -469,6 +568,8 @@ class ATGRPO(Algorithm):
         from .rollout_worker import RolloutWorkerPool, WorkerSpec, with_sandbox
 
         cfg: ATGRPOConfig = self.config
+        if int(cfg.num_rollout_actors) > 0 or int(cfg.num_learners) > 0:
+            _init_ray_for(cfg)  # before any actor (remote learners too) starts; checks that they fit
         torch.set_num_threads(max(1, int(cfg.torch_threads)))
         self.callbacks = [cls() for cls in force_list(cfg.callbacks_class)]
         self.local_replay_buffer = None
@@ -523,8 +624,6 @@ class ATGRPO(Algorithm):
             backend=cfg.generation_backend, device=device, torch_threads=int(cfg.torch_threads),
             seed=int(cfg.seed or 0), step_workers=cfg.step_workers, progress=bool(cfg.progress_bars),
             backend_options=self._backend_options())
-        if int(cfg.num_rollout_actors) > 0:
-            _init_ray_for(cfg)
         self.rollout_workers = RolloutWorkerPool(self._worker_spec, int(cfg.num_rollout_actors),
                                          num_cpus=float(cfg.num_cpus_per_rollout_worker),
                                          num_gpus=float(cfg.num_gpus_per_rollout_worker),
@@ -536,6 +635,7 @@ class ATGRPO(Algorithm):
         if int(cfg.warm_start.get("episodes", 0)) > 0 and not _RESTORING.get():
             self.warm_start_metrics = self._warm_start()
         self._totals: defaultdict[str, float] = defaultdict(float)
+        self._no_signal_streak = 0  # iterations in a row in which every group had zero reward variance
         # RLlib types foreach_learner's func as (learner, kwargs) -> T; it calls func(learner, **kwargs)
         self._param_counts = next(iter(self.learner_group.foreach_learner(_count_params))).get()  # type: ignore[arg-type]
         self._set_up_metrics()  # RLlib's Ray (Prometheus) metrics used by Algorithm.train()/log_result()
@@ -737,14 +837,36 @@ class ATGRPO(Algorithm):
         if self.warm_start_metrics is not None and not self._warm_start_reported:
             out["warm_start"] = self.warm_start_metrics  # in the first result only
             self._warm_start_reported = True
+        self._watch_learning_signal(out)
         return out
+
+    def _watch_learning_signal(self, out: dict[str, Any]) -> None:
+        """Count the iterations in a row in which every group's candidates got one reward
+        (``groups/zero_variance_frac`` == 1: every advantage is 0, nothing is learned), reported as
+        ``groups/zero_variance_streak``; warn loudly, saying what to change, after
+        :data:`NO_SIGNAL_WARN_ITERATIONS` of them (and every 10 more)."""
+        groups = out.setdefault("groups", {})
+        no_signal = groups.get("zero_variance_frac", 1.0) >= 1.0
+        self._no_signal_streak = self._no_signal_streak + 1 if no_signal else 0
+        groups["zero_variance_streak"] = self._no_signal_streak
+        n = self._no_signal_streak - NO_SIGNAL_WARN_ITERATIONS
+        if n >= 0 and n % 10 == 0:
+            logger.warning(no_signal_message(self.config, out, self._no_signal_streak))
 
     def step(self) -> dict[str, Any]:
         results = self.training_step()
-        interval = self.config.evaluation_interval
-        if interval and (self.iteration + 1) % int(interval) == 0:
+        if self._evaluates_after(self.iteration + 1):
             results["evaluation"] = self.evaluate()
         return results
+
+    def _evaluates_after(self, iteration: int) -> bool:
+        """Evaluation after ``iteration`` (1-based): every ``evaluation_interval`` iterations, and after the
+        run's last one (``evaluation_final_iteration``) so that every run ends with a held-out result."""
+        interval = self.config.evaluation_interval
+        if not interval:
+            return False
+        final = getattr(self.config, "evaluation_final_iteration", None)
+        return iteration % int(interval) == 0 or (final is not None and iteration == int(final))
 
     def evaluate(self, *args, **kwargs) -> dict[str, Any]:
         """Greedy (``evaluation_temperature``) episodes on the eval split, one per seed 0..N-1.

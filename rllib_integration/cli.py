@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import collections.abc
 import json
+import logging
 import os
 import re
 import shutil
@@ -100,6 +101,9 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--num-cpus", type=int, default=None,
                    help="CPUs for the local Ray instance (default: all; not with RAY_ADDRESS)")
     t.add_argument("--quiet", action="store_true", help="no progress lines or bars")
+    t.add_argument("--progress-bars", action="store_true",
+                   help="draw the rollout workers' progress bars on stderr even when it is not a terminal (by "
+                        "default only on a terminal: redirected, every redraw is one more line of the log)")
     e = sub.add_parser("eval", help="evaluate a checkpoint on the eval split")
     e.add_argument("checkpoint", help="a run directory of llm-marl train, or a checkpoint directory in it")
     e.add_argument("--episodes", type=int, default=None, help="eval episodes (default: the run's setting)")
@@ -110,6 +114,9 @@ def _parser() -> argparse.ArgumentParser:
     x.add_argument("out_dir", help="where <policy>/ folders (and base/ at L2) go")
     x.add_argument("--merge-lora", action="store_true", help="L2: write full models (base + adapter merged)")
     for sp in (t, e, x):
+        sp.add_argument("--verbose", action="store_true",
+                        help="show every third-party message too (by default those that say nothing to a user of "
+                             "llm-marl are dropped: rllib_integration/quiet.py lists them)")
         sp.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
                         help="a module (dotted name or .py path) that registers your task; imported here and in "
                              "every Ray worker (adds to env.modules; repeatable)")
@@ -388,8 +395,11 @@ def _start_ray(modules: Sequence[str], num_cpus: Optional[int], progress: bool =
         return False
     address = _cluster_address()
     try:
+        from .quiet import verbose
+
         ray.init(num_cpus=None if address else num_cpus, include_dashboard=False,
-                 log_to_driver=progress, runtime_env=task_runtime_env(modules) or None)
+                 log_to_driver=progress, runtime_env=task_runtime_env(modules) or None,
+                 logging_level=logging.INFO if verbose() else logging.WARNING)
     except ConnectionError as e:
         if not address:
             raise
@@ -435,7 +445,8 @@ def _eval_text(ev: dict) -> str:
 
 
 def train(config_path: Optional[str] = None, sets: Sequence[str] = (), *, num_cpus: Optional[int] = None,
-          quiet: bool = False, imports: Sequence[str] = (), overwrite: bool = False) -> dict:
+          quiet: bool = False, imports: Sequence[str] = (), overwrite: bool = False,
+          progress_bars: bool = False) -> dict:
     """Check everything (before Ray starts), train, write outputs; returns a summary.
 
     The output directory must be new or empty unless ``overwrite`` (then a previous run's files there are
@@ -459,11 +470,13 @@ def train(config_path: Optional[str] = None, sets: Sequence[str] = (), *, num_cp
 
     started_ray = False
     need_ray = cfg["rollout"]["num_rollout_workers"] > 0 or cfg["resources"]["num_learners"] > 0
+    # progress bars only on a terminal: redirected, each redraw would be another (huge) line of the log
+    bars = not quiet and (progress_bars or sys.stderr.isatty())
     if need_ray:
-        started_ray = _start_ray(cfg["env"]["modules"], num_cpus, progress=not quiet)
+        started_ray = _start_ray(cfg["env"]["modules"], num_cpus, progress=bars)
     iterations = cfg["run"]["iterations"]
     t0 = time.perf_counter()
-    if not quiet:
+    if bars:
         algo_config.rollouts(progress_bars=True)
     try:
         algo_config.check_resources()  # against the cluster (with RAY_ADDRESS) before any actor starts
@@ -569,6 +582,11 @@ def evaluate_checkpoint(checkpoint: str, *, episodes: Optional[int] = None, temp
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = _parser().parse_args(argv)
+    from . import quiet
+
+    if getattr(args, "verbose", False):
+        os.environ["LLM_MARL_VERBOSE"] = "1"
+    quiet.install(for_workers=True)
     try:
         if args.command == "show-default":
             import yaml
@@ -584,7 +602,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             if args.output_dir is not None:
                 sets.append(f"run.output_dir={args.output_dir}")
             train(args.config, sets, num_cpus=args.num_cpus, quiet=args.quiet, imports=args.imports,
-                  overwrite=args.overwrite)
+                  overwrite=args.overwrite, progress_bars=args.progress_bars)
             return 0
         if args.command == "export":
             from .export import export_policies, find_checkpoint

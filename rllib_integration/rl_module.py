@@ -43,6 +43,9 @@ from ray.rllib.core.rl_module.torch import TorchRLModule
 
 from .core.logprobs import DEFAULT_CHUNK_TOKENS, completion_logprobs
 from .core.tensor_codec import encode, host_copy
+from .quiet import install_in_worker
+
+install_in_worker()
 
 __all__ = ["LLMRLModule"]
 

@@ -24,7 +24,18 @@ from typing import Any, Mapping, Optional, Sequence
 
 from .core.backends.base import Completion, GenerationBackend, GenerationRequest, SamplingParams
 from .envs import make_env
+from .quiet import install_in_worker
 from .settings import SANDBOX_KINDS
+
+install_in_worker()
+
+
+def _writable(v: Any) -> Any:
+    """An array torch may wrap: Ray hands numpy arrays over read-only (torch warns on those)."""
+    import numpy as np
+
+    a = np.asarray(v)
+    return a if a.flags.writeable else a.copy()
 
 __all__ = ["RolloutWorker", "RolloutWorkerPool", "WorkerSpec", "SANDBOX_KINDS", "with_sandbox"]
 
@@ -157,14 +168,13 @@ class RolloutWorker:
         return self.worker_index
 
     def set_weights(self, weights: Mapping[str, Mapping[str, Any]], version: int = 0) -> int:
-        import numpy as np
         import torch
 
         from .core.tensor_codec import decode
 
         for pid, state in weights.items():
             state = decode(state)  # bf16 arrives as tagged raw bits (LLMRLModule.sync_state)
-            self.backend.update_weights(pid, {k: v if isinstance(v, torch.Tensor) else torch.as_tensor(np.asarray(v))
+            self.backend.update_weights(pid, {k: v if isinstance(v, torch.Tensor) else torch.as_tensor(_writable(v))
                                               for k, v in state.items()})
         self.weights_version = version
         return version

@@ -354,7 +354,7 @@ def test_cli_trains_user_task_from_import_then_eval_and_export(tmp_path):
     cli = [sys.executable, "-m", "rllib_integration.cli"]
     proc = subprocess.run(
         [*cli, "train", str(REPO / "configs" / "base.yaml"), "--import", str(task), "--set", f"env.id={GUESS}",
-         "--num-cpus", "2",
+         "--num-cpus", "2", "--progress-bars",
          "--iterations", "2", "--output-dir", str(run), "--set", "rollout.num_rollout_workers=1",
          "--set", "rollout.envs_per_iteration=2", "--set", "sampling.k=2", "--set", "sampling.max_new_tokens=1",
          "--set", "evaluation.interval=2", "--set", "evaluation.num_episodes=2", "--set", "env.config={}"],
@@ -363,6 +363,10 @@ def test_cli_trains_user_task_from_import_then_eval_and_export(tmp_path):
     assert "[iter   2/2]" in proc.stdout and "= rollout" in proc.stdout
     # progress inside iterations: the worker's bars (tqdm_ray), drawn by the driver, for rollouts and evaluation
     assert "rollout (worker 1, 2 envs)" in proc.stderr and "evaluation (worker 1, 2 envs)" in proc.stderr
+    # quiet by default (rllib_integration/quiet.py): none of the third-party messages a user reads as errors
+    for noise in ("new API stack", "Token authentication", "Install gputil", "RLModule(config=", "Loading weights",
+                  "not writable", "Started a local Ray instance"):
+        assert noise not in proc.stderr, (noise, proc.stderr[-2000:])
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert [r["training_iteration"] for r in rows] == [0, 1, 2]
     assert "agents/guesser/valid_ratio" in rows[1]

@@ -1,0 +1,82 @@
+"""Quiet by default: third-party messages that say nothing to a user of ``llm-marl`` are dropped at
+their source (issue 20); ``llm-marl train --verbose`` (or ``LLM_MARL_VERBOSE=1``) shows everything.
+
+Each entry is (logger or warning category, a piece of the message, why it is noise for our user):
+
+- RLlib: "running ATGRPO on the new API stack": ATGRPO only runs on it;
+- Ray: "Token authentication is enabled for this Ray cluster": the local instance we start;
+- Tune: "Install gputil for GPU system monitoring": an optional Tune dependency;
+- RLlib: the ``RLModule(config=...)`` deprecation: ours, addressed in the RLModule, not by the user;
+- transformers' "Loading weights" bars (one per model per worker; huge lines when redirected).
+
+:func:`install` runs in the driver (``llm-marl``) and, through the environment variable
+``LLM_MARL_QUIET=1`` that the driver's local Ray inherits, in every worker that imports this
+package's RLlib layer. Progress that is ours stays on stdout.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import warnings
+
+__all__ = ["NOISE", "install", "verbose"]
+
+#: (logger name, message fragment, why it is dropped)
+NOISE: tuple[tuple[str, str, str], ...] = (
+    ("ray.rllib.algorithms.algorithm_config", "on the new API stack", "ATGRPO only runs on the new API stack"),
+    ("ray._private.authentication.authentication_token_setup", "Token authentication is enabled",
+     "the local Ray instance llm-marl starts"),
+    ("ray.tune.utils.util", "Install gputil", "an optional Tune dependency for GPU monitoring"),
+    ("ray._common.deprecation", "RLModule(config=", "the project's RLModule, not the user's code"),
+)
+
+
+class _Drop(logging.Filter):
+    def __init__(self, fragment: str) -> None:
+        super().__init__()
+        self.fragment = fragment
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            return self.fragment not in record.getMessage()
+        except Exception:  # noqa: BLE001 - a record we cannot format is not ours to drop
+            return True
+
+
+def verbose() -> bool:
+    return os.environ.get("LLM_MARL_VERBOSE", "") not in ("", "0")
+
+
+_installed = False
+
+
+def install(*, for_workers: bool = False) -> bool:
+    """Drop the :data:`NOISE` messages in this process (idempotent; nothing when verbose).
+    ``for_workers``: also set ``LLM_MARL_QUIET=1`` so Ray workers started from here do the same.
+    True when installed."""
+    global _installed
+    if verbose():
+        return False
+    if for_workers:
+        os.environ["LLM_MARL_QUIET"] = "1"
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # transformers reads it for its bars
+    if _installed:
+        return True
+    for name, fragment, _why in NOISE:
+        logging.getLogger(name).addFilter(_Drop(fragment))
+    warnings.filterwarnings("ignore", message=r".*RLModule\(config=")
+    try:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+    except ImportError:
+        pass
+    _installed = True
+    return True
+
+
+def install_in_worker() -> None:
+    """Called on import of the worker-side modules: quiet when the driver asked for it."""
+    if os.environ.get("LLM_MARL_QUIET") == "1":
+        install()

@@ -123,12 +123,6 @@ class ATGRPOConfig(AlgorithmConfig):
     if TYPE_CHECKING:  # the settings' attributes are set from rllib_integration.settings at run time
         def __getattr__(self, name: str) -> Any: ...
 
-    #: the run's last iteration (``llm-marl train``: ``run.iterations``; Tune: the ``training_iteration`` it
-    #: stops at), always evaluated when evaluation is on, whatever ``evaluation_interval``; None: unknown
-    #: (every interval only). Not a run-config key: ``from_run_config`` derives it from ``run.iterations``,
-    #: so it is an instance attribute only once set (``.evaluation(evaluation_final_iteration=N)``).
-    evaluation_final_iteration: Optional[int] = None
-
     def __init__(self, algo_class: Optional[type] = None) -> None:
         super().__init__(algo_class=algo_class or ATGRPO)
         for attr, value in config_attributes().items():
@@ -234,12 +228,6 @@ class ATGRPOConfig(AlgorithmConfig):
         ``eval_env_config`` and ``evaluation_final_iteration`` (the run's last iteration, e.g. Tune's
         ``stop={"training_iteration": N}``: it is evaluated too when it is no multiple of
         ``evaluation_interval``; ``llm-marl train`` sets it to ``run.iterations``)."""
-        final = kwargs.pop("evaluation_final_iteration", NotProvided)
-        if final is not NotProvided:
-            if final is not None and (isinstance(final, bool) or not isinstance(final, int) or final < 1):
-                raise ConfigError("ATGRPOConfig.evaluation_final_iteration: must be an int >= 1 or None, got "
-                                  f"{final!r}")
-            self.evaluation_final_iteration = final
         kwargs = self._map_rllib_aliases("evaluation", kwargs)
         super().evaluation(**self._set_settings("evaluation", kwargs, rllib_method=True))
         return self
@@ -313,8 +301,6 @@ class ATGRPOConfig(AlgorithmConfig):
         c = cls()
         for builder, kwargs in builder_calls(cfg).items():
             getattr(c, builder)(**kwargs)
-        if cfg.get("run", {}).get("iterations"):  # the CLI's run length: its last iteration is evaluated
-            c.evaluation_final_iteration = int(cfg["run"]["iterations"])
         policies = cfg["policies"]
         mapping = dict(cfg["policy_mapping"])
         if policies or mapping:
@@ -354,11 +340,6 @@ for _name in sorted({s.builder for s in SETTINGS if s.attr and not s.rllib and s
     if _name not in ATGRPOConfig.__dict__:
         setattr(ATGRPOConfig, _name, _settings_builder(_name))
     getattr(ATGRPOConfig, _name).__signature__ = _builder_signature(_name, _rllib)
-# .evaluation() also takes evaluation_final_iteration (not a run-config key: the CLI's run.iterations sets it)
-_sig = ATGRPOConfig.evaluation.__signature__  # type: ignore[attr-defined]  # set just above
-_final = inspect.Parameter("evaluation_final_iteration", inspect.Parameter.KEYWORD_ONLY, default=NotProvided)
-ATGRPOConfig.evaluation.__signature__ = _sig.replace(  # type: ignore[attr-defined]
-    parameters=[*_sig.parameters.values(), _final])
 
 
 def _init_ray_for(cfg: ATGRPOConfig) -> None:

@@ -370,6 +370,10 @@ class EvaluationSettings(_Section):
                                       attr="evaluation_num_episodes", why="prefixed like RLlib's evaluation settings")
     temperature: Number = setting(0.0, "eval sampling temperature (0 = greedy)", ge=0, attr="evaluation_temperature",
                                   why="`sampling.temperature` is the training one")
+    final_iteration: Optional[StrictInt] = setting(
+        None, "also evaluate at this iteration, whatever `interval`, so a run ends with a held-out result (null in a "
+        "run config: `run.iterations`; with Tune, the `training_iteration` it stops at)", ge=1,
+        attr="evaluation_final_iteration", why="prefixed like RLlib's evaluation settings")
 
 
 class ResourceSettings(_Section):
@@ -786,8 +790,12 @@ def validate_settings(raw: Any, *, check_paths: bool = True,
 
 
 def validate_config(cfg: Mapping[str, Any], *, check_paths: bool = True) -> dict[str, Any]:
-    """Check a (possibly partial) YAML run config and return it completed with defaults."""
-    return validate_settings(cfg, check_paths=check_paths)
+    """Check a (possibly partial) YAML run config and return it completed with defaults
+    (``evaluation.final_iteration`` null: ``run.iterations``, the run's last iteration)."""
+    out = validate_settings(cfg, check_paths=check_paths)
+    if out["evaluation"].get("final_iteration") is None:
+        out["evaluation"]["final_iteration"] = out["run"]["iterations"]
+    return out
 
 
 # ---------------------------------------------------------------------------- YAML, --set

@@ -79,11 +79,14 @@ def test_last_iteration_is_always_evaluated(tiny):
         algo.stop()
     assert ["evaluation" in r for r in results] == [False, False, True]
     assert results[-1]["evaluation"]["episodes"] == 2
-    # llm-marl train: the run's iterations are its last (ATGRPOConfig.from_run_config)
+    # a run config (llm-marl train): evaluation.final_iteration null is the run's last iteration
     cfg = ATGRPOConfig.from_run_config(load_config(None, ["run.iterations=7"], check_paths=False))
     assert cfg.evaluation_final_iteration == 7
-    with pytest.raises(ConfigError, match=r"evaluation_final_iteration: must be an int >= 1"):
-        ATGRPOConfig().evaluation(evaluation_final_iteration=0)
+    cfg = ATGRPOConfig.from_run_config(load_config(None, ["run.iterations=7", "evaluation.final_iteration=5"],
+                                                   check_paths=False))
+    assert cfg.evaluation_final_iteration == 5
+    with pytest.raises(ConfigError, match=r"evaluation_final_iteration: must be >= 1"):
+        ATGRPOConfig().environment("llm_marl/PlanPath-v0").evaluation(evaluation_final_iteration=0).validate()
 
 
 # ------------------------------------------------------------------ Tune: a trial that cannot be placed

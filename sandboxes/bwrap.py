@@ -269,8 +269,14 @@ def _site_dirs() -> list[str]:
     found = list(site.getsitepackages())
     # the system interpreter's packages under the bound /usr (Debian's dist-packages: yaml, pip,
     # cryptography, apt_pkg, ...), whichever interpreter runs the sandbox
-    for pattern in ("/usr/lib/python3*/dist-packages", "/usr/lib/python3*/site-packages",
-                    "/usr/local/lib/python3*/dist-packages", "/usr/local/lib/python3*/site-packages"):
+    # ... and every interpreter prefix's own (a venv's base interpreter has site-packages that the venv's
+    # site.getsitepackages() does not name, but the bound base prefix shows)
+    patterns = ["/usr/lib/python3*/dist-packages", "/usr/lib/python3*/site-packages",
+                "/usr/local/lib/python3*/dist-packages", "/usr/local/lib/python3*/site-packages"]
+    for prefix in {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}:
+        patterns += [os.path.join(prefix, lib, "python3*", sub) for lib in ("lib", "lib64")
+                     for sub in ("site-packages", "dist-packages")]
+    for pattern in patterns:
         found += sorted(glob.glob(pattern))
     user = site.getusersitepackages()
     found.append(user if isinstance(user, str) else "")

@@ -47,7 +47,7 @@ case "$1" in
     pids=()
     for task in planpath sudoku; do
       timeout 560 python -m rllib_integration.cli train "configs/gpu/${task}_smollm2_warm.yaml" --num-cpus 7 \
-        --output-dir "/tmp/${task}_warm" > "$OUT/${task}_warm.log" 2>&1 &
+        --output-dir "/tmp/${task}_warm" --overwrite > "$OUT/${task}_warm.log" 2>&1 &
       pids+=($!)
     done
     wait "${pids[@]}"  # not a bare `wait`: that also waits for the nvidia-smi logger

@@ -354,13 +354,18 @@ def _init_ray_for(cfg: ATGRPOConfig) -> None:
     from .resources import machine_resources
 
     address = os.environ.get("RAY_ADDRESS")
-    if not address:
+    if address == "local":
+        address = None
+    # a cluster started with `ray start` on this machine: ray.init() joins it; check after connecting
+    joins_cluster = bool(address) or os.path.exists("/tmp/ray/ray_current_cluster")
+    if not joins_cluster:
         have = machine_resources()
         cfg.check_resources(have, source=f"this machine (Ray is not running yet: build_algo() starts a local Ray "
                                          f"with its {have['CPU']:g} CPU and {have['GPU']:g} GPU)")
     ray.init(runtime_env=task_runtime_env(cfg.env_modules) or None, include_dashboard=False)
-    if address:
-        cfg.check_resources(source=f"the Ray cluster at RAY_ADDRESS={address!r}")
+    if joins_cluster:
+        cfg.check_resources(source=f"the Ray cluster at RAY_ADDRESS={address!r}" if address
+                            else "the Ray cluster `ray start` runs on this machine")
 
 
 #: iterations in a row without any reward variance after which the run warns (see ``no_signal_message``)

@@ -38,6 +38,8 @@ class _Drop(logging.Filter):
         self.fragment = fragment
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if verbose():  # asked for later in this process (llm-marl main() called again with --verbose)
+            return True
         try:
             return self.fragment not in record.getMessage()
         except Exception:  # noqa: BLE001 - a record we cannot format is not ours to drop

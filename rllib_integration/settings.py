@@ -371,8 +371,8 @@ class EvaluationSettings(_Section):
     temperature: Number = setting(0.0, "eval sampling temperature (0 = greedy)", ge=0, attr="evaluation_temperature",
                                   why="`sampling.temperature` is the training one")
     final_iteration: Optional[StrictInt] = setting(
-        None, "also evaluate at this iteration, whatever `interval`, so a run ends with a held-out result (null in a "
-        "run config: `run.iterations`; with Tune, the `training_iteration` it stops at)", ge=1,
+        None, "also evaluate at this iteration when `interval` is not 0, so a run ends with a held-out result (null in "
+        "a run config: `run.iterations`; with Tune, the `training_iteration` it stops at)", ge=1,
         attr="evaluation_final_iteration", why="prefixed like RLlib's evaluation settings")
 
 

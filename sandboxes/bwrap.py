@@ -162,7 +162,7 @@ def reach_argv(bwrap: str, sources: Sequence[str], ids: tuple[int, int]) -> list
     """
     blocked: dict[str, list[str]] = {}
     for src in sources:
-        if _reachable(src, ids):
+        if _reachable(src if os.path.isfile(src) else os.path.join(src, "x"), ids):  # a directory: itself too
             continue
         cur = "/"
         for part in [p for p in src.split("/") if p]:
@@ -262,7 +262,7 @@ class PythonLayout:
         return self.prefixes + self.packages
 
 
-def _site_dirs() -> list[str]:
+def _site_dirs(executable: str = "") -> list[str]:
     import glob
     import site
 
@@ -273,7 +273,10 @@ def _site_dirs() -> list[str]:
     # site.getsitepackages() does not name, but the bound base prefix shows)
     patterns = ["/usr/lib/python3*/dist-packages", "/usr/lib/python3*/site-packages",
                 "/usr/local/lib/python3*/dist-packages", "/usr/local/lib/python3*/site-packages"]
-    for prefix in {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}:
+    prefixes = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
+    if executable:  # make(python=...): that interpreter's prefix
+        prefixes.add(os.path.dirname(os.path.dirname(os.path.realpath(executable))))
+    for prefix in sorted(prefixes):
         patterns += [os.path.join(prefix, lib, "python3*", sub) for lib in ("lib", "lib64")
                      for sub in ("site-packages", "dist-packages")]
     for pattern in patterns:
@@ -315,7 +318,7 @@ def python_layout(executable: str, importable: tuple[str, ...] = IMPORTABLE) -> 
         if os.path.isdir(d) and not _covered(d, system + prefixes):
             prefixes = [p for p in prefixes if not _covered(p, [d])] + [d]
     bound = system + prefixes
-    masks = [d for d in _site_dirs() if _covered(d, bound)]
+    masks = [d for d in _site_dirs(executable) if _covered(d, bound)]
     masks = [d for d in masks if not _covered(d, [m for m in masks if m != d])]
     packages: list[str] = []
     path: list[str] = []
@@ -350,6 +353,9 @@ def layout_argv(layout: PythonLayout, *, scratch: bool) -> list[str]:
         if mine(m):
             args += ["--remount-ro", m]
     return args
+
+
+_CHECKED: set[tuple] = set()  # layouts whose interpreter check passed in this process
 
 
 @functools.lru_cache(maxsize=8)
@@ -398,6 +404,7 @@ class BwrapSandbox(Sandbox):
         self.layout = python_layout(self.python, self.importable)
         self._extra_path = self.layout.path
         self._flags = _probe(self.bwrap)[2]
+        self._requested_ids = (host_uid, host_gid)  # pickled as asked: resolved again where unpickled
         self.host_ids = host_ids(host_uid, host_gid)
         self._prefix: tuple[str, ...] = ()
         if self.host_ids is not None:
@@ -405,14 +412,41 @@ class BwrapSandbox(Sandbox):
                                  + drop_argv(self.host_ids))
             why = _probe_unprivileged(self._prefix, self.bwrap)
             if why:
-                raise SandboxUnavailable(f"the bwrap sandbox backend is unavailable: {why}")
+                exc = SandboxUnavailable(f"the bwrap sandbox backend is unavailable: {why}")
+                exc.no_fallback = True  # type: ignore[attr-defined]  # make("auto"): never `local` for root here
+                raise exc
         #: processes of ours besides the program: the reach layer's bwrap (if any), bwrap, PID 1
         self.own_processes = 2 + (1 if self._prefix and self._prefix[0] == self.bwrap else 0)
+        if self.host_ids is not None:
+            self._check_interpreter()
         if _proc.cgroup_root() is None:
             warnings.warn("no writable pids cgroup: the bwrap backend cannot cap the number of processes during a "
                           "run (RLIMIT_NPROC does not apply to root); the PID namespace still kills every process "
                           "at the end. Run as root with /sys/fs/cgroup/pids writable to get the cap.",
                           RuntimeWarning, stacklevel=3)
+
+    def _check_interpreter(self) -> None:
+        """One real cold run that imports the importable packages as the sandbox uid (once per process
+        and layout): a prefix or package files that uid cannot read (a 0700 venv, files installed under
+        umask 077) would otherwise make every run an `error`, which in training reads as reward 0."""
+        key = (self.python, self.importable, self.host_ids, self._prefix)
+        if key in _CHECKED:
+            return
+        mods = [m for m in self.importable if importlib.util.find_spec(m) is not None]
+        limits = self.limits.replace(memory_mb=max(self.limits.memory_mb, 1024),
+                                     timeout_s=max(self.limits.timeout_s, 60), cpu_s=None)
+        r = BwrapSandbox._run(self, "".join(f"import {m}\n" for m in mods) + "print('ok')", "", limits, None)
+        if r.status != "ok" or r.stdout.strip() != "ok":
+            what = "import " + ", ".join(mods) if mods else "a program"
+            uid = self.host_ids[0] if self.host_ids else "?"
+            exc = SandboxUnavailable(
+                f"the bwrap sandbox backend is unavailable: the interpreter {self.python} cannot run {what} as the "
+                f"sandbox uid {uid} (status {r.status}): {r.stderr.strip()[-500:]}. The Python prefix and the "
+                "importable packages must be readable by that uid (mode o+rX), or pass host_uid=/host_gid= of a "
+                "user that can read them")
+            exc.no_fallback = True  # type: ignore[attr-defined]
+            raise exc
+        _CHECKED.add(key)
 
     # The sandbox command line; the warm pool reuses it for its fork servers.
     def bwrap_argv(self, limits: Limits, *, seccomp_fd: int, scratch_mb: int | None = None) -> list[str]:
@@ -464,8 +498,7 @@ class BwrapSandbox(Sandbox):
             os.close(seccomp_fd)
 
     def __reduce__(self):  # picklable for Ray actors: configuration only
-        ids = self.host_ids or (None, None)
-        return (_rebuild, (type(self), self.limits, self.bwrap, self.python, self.importable, *ids))
+        return (_rebuild, (type(self), self.limits, self.bwrap, self.python, self.importable, *self._requested_ids))
 
 
 def _rebuild(cls: type, limits: Limits, bwrap: str, python: str, importable: tuple[str, ...] = IMPORTABLE,

@@ -42,6 +42,8 @@ def make(name: str = "auto", **limits: Any) -> Sandbox:
         try:
             return _load("bwrap", limits)(**limits)
         except (SandboxUnavailable, ImportError) as exc:
+            if getattr(exc, "no_fallback", False):  # bwrap is there, the caller is root: `local` would run as root
+                raise
             warnings.warn(f"bwrap sandbox unavailable ({exc}); falling back to the 'local' backend, "
                           "which is NOT isolation", RuntimeWarning, stacklevel=2)
             return _load("local")(**limits)

@@ -354,9 +354,14 @@ class WarmBwrapSandbox(BwrapSandbox):
         except Exception:
             pass
 
-    def __reduce__(self):
-        return (_rebuild_warm, (self.limits, self.bwrap, self.python, self.pool_size, self.preload))
+    def __reduce__(self):  # the whole configuration; the host ids as asked (resolved again where unpickled)
+        return (_rebuild_warm, (self.limits, self.bwrap, self.python, self.pool_size, self.preload, self.importable,
+                                *self._requested_ids, self.start_timeout_s))
 
 
-def _rebuild_warm(limits: Limits, bwrap: str, python: str, pool_size: int, preload: tuple[str, ...]):
-    return WarmBwrapSandbox(limits, bwrap_path=bwrap, python=python, pool_size=pool_size, preload=preload)
+def _rebuild_warm(limits: Limits, bwrap: str, python: str, pool_size: int, preload: tuple[str, ...],
+                  importable: tuple[str, ...] | None = None, host_uid: int | None = None,
+                  host_gid: int | None = None, start_timeout_s: float = 60.0):
+    extra: dict[str, Any] = {} if importable is None else {"importable": importable}
+    return WarmBwrapSandbox(limits, bwrap_path=bwrap, python=python, pool_size=pool_size, preload=preload,
+                            host_uid=host_uid, host_gid=host_gid, start_timeout_s=start_timeout_s, **extra)

@@ -6,7 +6,7 @@
 #   bash scripts/check_newest.sh [--write] [--venv DIR] [-- PYTEST ARGS...]
 #
 # --write: after a green run, rewrite constraints.txt from what the venv resolved (what CI then installs).
-# The venv lives outside /tmp by default (a sandbox's own /tmp hides a venv under /tmp unless it binds it).
+# The venv lives in .cache/ (ignored by git) unless --venv says otherwise.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 write=0; venv=".cache/newest-venv"; pytest_args=()

@@ -54,6 +54,11 @@ def _zygote(ctl_fd, preload, paths, keep):
     if np is not None:
         np.random.seed()  # the first call imports lazily (~50 ms); do it once here, not per run
     sock = socket.socket(fileno=ctl_fd)
+    # SIGCHLD wakes the run's poll loop, which reaps orphans at once (as an init does): a burst of
+    # short-lived background processes would otherwise fill the pids cgroup with zombies
+    chld_r, chld_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+    signal.set_wakeup_fd(chld_w)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
     me = os.getpid()
 
     def sweep():
@@ -141,6 +146,8 @@ def _zygote(ctl_fd, preload, paths, keep):
                     os.dup2(fd, i)
                 with open(fds[3], "rb") as f:
                     p = marshal.loads(f.read())
+                signal.set_wakeup_fd(-1)
+                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
                 os.closerange(3, 1 << 20)
                 signal.signal(signal.SIGINT, signal.default_int_handler)
                 # typeshed declares sys.__std*__ Final; the forked child rebinds them on purpose
@@ -160,19 +167,39 @@ def _zygote(ctl_fd, preload, paths, keep):
         poller = select.poll()
         poller.register(sock, select.POLLIN)
         poller.register(pidfd, select.POLLIN)
+        poller.register(chld_r, select.POLLIN)
         deadline = time.monotonic() + timeout
         timed_out = False
         host_gone = False
         done = False
+        main_status = None
         while not done:
+            while True:  # reap the run's orphans as they die (zombies count against the pids cgroup)
+                try:
+                    got, st = os.waitpid(-1, os.WNOHANG)
+                except ChildProcessError:
+                    break
+                if got == 0:
+                    break
+                if got == pid:
+                    main_status = st
+                    done = True
+            if done:
+                break
             left = deadline - time.monotonic()
             if left <= 0:
                 timed_out = True
                 os.kill(pid, 9)
                 deadline = float("inf")
                 continue
-            for fd, _ev in poller.poll(None if left == float("inf") else left * 1000):
-                if fd == pidfd:
+            for fd, _ev in poller.poll(min(50.0, left * 1000) if left != float("inf") else 50.0):
+                if fd == chld_r:
+                    try:
+                        while os.read(chld_r, 512):
+                            pass
+                    except BlockingIOError:
+                        pass
+                elif fd == pidfd:
                     done = True
                 else:
                     m = sock.recv(4096)
@@ -181,7 +208,7 @@ def _zygote(ctl_fd, preload, paths, keep):
                     os.kill(pid, 9)
                     poller.unregister(sock)
         os.close(pidfd)
-        _, status = os.waitpid(pid, 0)
+        status = main_status if main_status is not None else os.waitpid(pid, 0)[1]
         sweep()  # no process of the run is left when the host gets the answer
         if host_gone:
             os._exit(0)

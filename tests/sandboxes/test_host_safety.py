@@ -500,3 +500,40 @@ def test_proc_entries_named_in_the_docs():
     for name in list(bwrap.PROC_READ_ONLY) + list(bwrap.PROC_MASKED):
         assert f"`/proc/{name}`" in doc, name
     assert _proc.COLD_PID1_ARGV  # the cold entry that replaces bwrap's init exists
+
+
+# -- found by the review of this change ---------------------------------------------------------
+def test_a_burst_of_orphans_does_not_fill_the_process_cap(box):
+    """PID 1 reaps orphans as they die (bwrap's init did; the cold bootstrap and the zygote now do):
+    40 short background processes under max_processes=16 left zombies that refused every fork."""
+    for _ in range(2):
+        r = run(box, "import os\nfor i in range(40):\n    os.system('true &')\nprint('done')")
+        assert (r.status, r.stdout) == ("ok", "done\n"), r
+
+
+def test_pid1_ignores_signals_from_inside(box):
+    r = run(box, """
+        import os, signal, time
+        for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            os.kill(1, s)
+        time.sleep(0.2)
+        print("alive")
+    """)
+    assert (r.status, r.stdout) == ("ok", "alive\n"), r
+
+
+def test_pickle_carries_the_whole_configuration():
+    import pickle
+
+    sb = sandboxes.make("bwrap", warm=True, pool_size=1, preload=(), importable=("sympy", "mpmath"),
+                        start_timeout_s=30.0, **TEST_LIMITS)
+    try:
+        clone = pickle.loads(pickle.dumps(sb))
+        assert (clone.importable, clone.start_timeout_s, clone.preload, clone.limits) == \
+            (("sympy", "mpmath"), 30.0, (), sb.limits)
+        assert clone.host_ids == sb.host_ids  # looked up again: the same user on the same machine
+        assert clone.run("import sympy; print(sympy.Integer(2) ** 3)").stdout == "8\n"
+        assert "ModuleNotFoundError" in clone.run("import numpy").stderr
+        clone.close()
+    finally:
+        sb.close()

@@ -268,8 +268,8 @@ def _site_dirs(executable: str = "") -> list[str]:
 
     found = list(site.getsitepackages())
     # the system interpreter's packages under the bound /usr (Debian's dist-packages: yaml, pip,
-    # cryptography, apt_pkg, ...), whichever interpreter runs the sandbox
-    # ... and every interpreter prefix's own (a venv's base interpreter has site-packages that the venv's
+    # cryptography, apt_pkg, ...), whichever interpreter runs the sandbox, and every interpreter
+    # prefix's own (a venv's base interpreter has site-packages that the venv's
     # site.getsitepackages() does not name, but the bound base prefix shows)
     patterns = ["/usr/lib/python3*/dist-packages", "/usr/lib/python3*/site-packages",
                 "/usr/local/lib/python3*/dist-packages", "/usr/local/lib/python3*/site-packages"]
@@ -323,13 +323,10 @@ def python_layout(executable: str, importable: tuple[str, ...] = IMPORTABLE) -> 
     packages: list[str] = []
     path: list[str] = []
     for name in importable:
-        for loc in _package_locations(name):
-            if loc not in packages:
-                packages.append(loc)
-        for loc in _package_locations(name)[:1]:
-            parent = os.path.dirname(loc)
-            if parent not in path:
-                path.append(parent)
+        locs = _package_locations(name)
+        packages += [loc for loc in locs if loc not in packages]
+        if locs and os.path.dirname(locs[0]) not in path:
+            path.append(os.path.dirname(locs[0]))
     return PythonLayout(tuple(prefixes), tuple(masks), tuple(packages), tuple(path))
 
 

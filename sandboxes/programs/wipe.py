@@ -146,11 +146,11 @@ def restore_state(libc, want):
             fix()
         except OSError:
             pass
-    for path, key in (("/proc/self/oom_score_adj", "oom_score_adj"), ("/proc/self/autogroup", None)):
-        value = want[key] if key else (want["autogroup"] or "").rpartition(" ")[2]
-        if value and now[key or "autogroup"] != want[key or "autogroup"]:
+    for key, value in (("oom_score_adj", want["oom_score_adj"]),
+                       ("autogroup", (want["autogroup"] or "").rpartition(" ")[2])):  # "/autogroup-N nice K" -> K
+        if value and now[key] != want[key]:
             try:
-                with open(path, "w") as f:
+                with open("/proc/self/" + key, "w") as f:
                     f.write(value)
             except OSError:
                 pass

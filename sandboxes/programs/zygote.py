@@ -61,6 +61,18 @@ def _zygote(ctl_fd, preload, paths, keep):
     signal.signal(signal.SIGCHLD, lambda *_: None)
     me = os.getpid()
 
+    def reap():
+        """Collect every child that has exited (no waiting): {pid: wait status}."""
+        done = {}
+        while True:
+            try:
+                got, st = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return done
+            if got == 0:
+                return done
+            done[got] = st
+
     def sweep():
         for _ in range(10000):
             others = [int(x) for x in os.listdir("/proc") if x.isdigit() and int(x) not in (1, me)]
@@ -71,13 +83,7 @@ def _zygote(ctl_fd, preload, paths, keep):
                     os.kill(pid, 9)
                 except OSError:
                     pass
-            while True:
-                try:
-                    got, _ = os.waitpid(-1, os.WNOHANG)
-                except ChildProcessError:
-                    break
-                if got == 0:
-                    break
+            reap()
 
     def wipe():
         """Empty every writable place; True only when they are verifiably empty."""
@@ -174,17 +180,8 @@ def _zygote(ctl_fd, preload, paths, keep):
         done = False
         main_status = None
         while not done:
-            while True:  # reap the run's orphans as they die (zombies count against the pids cgroup)
-                try:
-                    got, st = os.waitpid(-1, os.WNOHANG)
-                except ChildProcessError:
-                    break
-                if got == 0:
-                    break
-                if got == pid:
-                    main_status = st
-                    done = True
-            if done:
+            main_status = reap().get(pid)  # the run's orphans as they die (zombies count against the pids cgroup)
+            if main_status is not None:
                 break
             left = deadline - time.monotonic()
             if left <= 0:
@@ -192,7 +189,7 @@ def _zygote(ctl_fd, preload, paths, keep):
                 os.kill(pid, 9)
                 deadline = float("inf")
                 continue
-            for fd, _ev in poller.poll(min(50.0, left * 1000) if left != float("inf") else 50.0):
+            for fd, _ev in poller.poll(None if left == float("inf") else left * 1000):  # SIGCHLD wakes it
                 if fd == chld_r:
                     try:
                         while os.read(chld_r, 512):

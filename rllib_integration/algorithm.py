@@ -37,7 +37,6 @@ import contextvars
 import difflib
 import inspect
 import logging
-import os
 import time
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional
@@ -351,13 +350,11 @@ def _init_ray_for(cfg: ATGRPOConfig) -> None:
     if ray.is_initialized():
         return
     from .envs import task_runtime_env
-    from .resources import machine_resources
+    from .resources import cluster_address, machine_resources, ray_address_file
 
-    address = os.environ.get("RAY_ADDRESS")
-    if address == "local":
-        address = None
+    address = cluster_address()
     # a cluster started with `ray start` on this machine: ray.init() joins it; check after connecting
-    joins_cluster = bool(address) or os.path.exists("/tmp/ray/ray_current_cluster")
+    joins_cluster = bool(address) or ray_address_file().is_file()
     if not joins_cluster:
         have = machine_resources()
         cfg.check_resources(have, source=f"this machine (Ray is not running yet: build_algo() starts a local Ray "

@@ -42,6 +42,7 @@ import typing
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
+from .resources import cluster_address, ray_address_file
 from .settings import ConfigError, UsageError, load_config
 
 __all__ = ["main", "train", "evaluate_checkpoint", "check_run_config", "check_output_dir", "check_ray_address",
@@ -147,7 +148,7 @@ def check_run_config(cfg: dict, *, num_cpus: Optional[int] = None) -> None:
     from .envs import check_env
     from .policies import YAML_NAMES, AgentTableMapping, resolve_mapping
 
-    if num_cpus is not None and _cluster_address():
+    if num_cpus is not None and cluster_address():
         raise ConfigError(f"--num-cpus {num_cpus} sizes a local Ray instance, but RAY_ADDRESS="
                           f"{os.environ['RAY_ADDRESS']!r} connects to a running cluster, whose resources are fixed "
                           "by its `ray start`; drop --num-cpus, or unset RAY_ADDRESS for a local run")
@@ -341,23 +342,11 @@ def _open_output_dir(out: Path, *, overwrite: bool) -> None:
     out.mkdir(parents=True, exist_ok=True)
 
 
-def _cluster_address() -> Optional[str]:
-    """``RAY_ADDRESS`` where it names a cluster to connect to (not unset, empty or ``local``)."""
-    addr = os.environ.get("RAY_ADDRESS", "").strip()
-    return addr if addr and addr != "local" else None
-
-
-def _ray_address_file() -> Path:
-    """Where ``ray start`` records the cluster that ``RAY_ADDRESS=auto`` connects to (Ray's own lookup)."""
-    tmp = os.environ.get("RAY_TMPDIR") or (os.environ.get("TMPDIR") if sys.platform.startswith("linux") else None)
-    return Path(tmp or "/tmp") / "ray" / "ray_current_cluster"
-
-
 def check_ray_address(timeout_s: float = 3.0) -> None:
     """With ``RAY_ADDRESS`` set, check (without Ray) that a Ray cluster answers there: ``auto`` needs the
     cluster that ``ray start`` recorded on this machine, ``host:port`` / ``ray://host:port`` a connection.
     Raises :class:`~.settings.UsageError` saying what to do; addresses of other forms are left to Ray."""
-    addr = _cluster_address()
+    addr = cluster_address()
     if addr is None:
         return
     if "ray" in sys.modules and sys.modules["ray"].is_initialized():
@@ -366,7 +355,7 @@ def check_ray_address(timeout_s: float = 3.0) -> None:
     fix = "or unset RAY_ADDRESS to start a local Ray"
     target = addr
     if addr == "auto":
-        f = _ray_address_file()
+        f = ray_address_file()
         target = f.read_text().strip() if f.is_file() else ""
         if not target:
             raise UsageError(f"{shown}, but no Ray cluster was started on this machine ({f} is missing: `ray start` "
@@ -393,7 +382,7 @@ def _start_ray(modules: Sequence[str], num_cpus: Optional[int], progress: bool =
 
     if ray.is_initialized():
         return False
-    address = _cluster_address()
+    address = cluster_address()
     try:
         from .quiet import verbose
 

@@ -18,14 +18,16 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence, Union
 
 from .settings import ConfigError
 
-__all__ = ["ActorPlan", "PENDING_WARN_S", "actor_resources", "check_resources", "describe_plan", "machine_resources",
-           "watch_pending_placement"]
+__all__ = ["ActorPlan", "PENDING_WARN_S", "actor_resources", "check_resources", "cluster_address", "describe_plan",
+           "machine_resources", "ray_address_file", "watch_pending_placement"]
 
 logger = logging.getLogger(__name__)
 
@@ -109,6 +111,19 @@ def check_resources(plan: ActorPlan, available: Mapping[str, float], *, source: 
     free_now = f"; free now: {_free_text(free, available)}" if free is not None else ""
     raise ConfigError(f"the run needs {', '.join(parts)} from {source}: {describe_plan(plan, python)}{free_now}. "
                       f"{advice}")
+
+
+def cluster_address() -> Optional[str]:
+    """``RAY_ADDRESS`` where it names a cluster to connect to (not unset, empty or ``local``)."""
+    addr = os.environ.get("RAY_ADDRESS", "").strip()
+    return addr if addr and addr != "local" else None
+
+
+def ray_address_file() -> Path:
+    """Where ``ray start`` records the cluster that ``RAY_ADDRESS=auto`` (and a plain ``ray.init()``)
+    connects to (Ray's own lookup)."""
+    tmp = os.environ.get("RAY_TMPDIR") or (os.environ.get("TMPDIR") if sys.platform.startswith("linux") else None)
+    return Path(tmp or "/tmp") / "ray" / "ray_current_cluster"
 
 
 def machine_resources() -> dict[str, float]:

@@ -28,7 +28,6 @@ each with a one-line error saying what to do.
 from __future__ import annotations
 
 import argparse
-import collections.abc
 import json
 import logging
 import os
@@ -38,9 +37,8 @@ import socket
 import sys
 import time
 import types
-import typing
 from pathlib import Path
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Optional, Sequence
 
 from .resources import cluster_address, ray_address_file
 from .settings import ConfigError, UsageError, load_config
@@ -153,10 +151,7 @@ def check_run_config(cfg: dict, *, num_cpus: Optional[int] = None) -> None:
                           f"{os.environ['RAY_ADDRESS']!r} connects to a running cluster, whose resources are fixed "
                           "by its `ray start`; drop --num-cpus, or unset RAY_ADDRESS for a local run")
     env = cfg["env"]
-    try:
-        check = check_env(env["id"], env["config"], modules=env["modules"], eval_env_config=env["eval_config"])
-    except ConfigError as e:
-        raise _env_type_error(env, str(e)) or e from None
+    check = check_env(env["id"], env["config"], modules=env["modules"], eval_env_config=env["eval_config"])
     table = cfg["policy_mapping"]
     view = types.SimpleNamespace(policies=set(cfg["policies"]) | set(table.values()) or None,
                                  specialization=cfg["specialization"],
@@ -167,136 +162,6 @@ def check_run_config(cfg: dict, *, num_cpus: Optional[int] = None) -> None:
 
         check_resources(ActorPlan.of_run_config(cfg), {"CPU": num_cpus, "GPU": float("inf")},
                         source=f"the local Ray instance (--num-cpus {num_cpus})")
-
-
-# ---------------------------------------------------------------------------- env argument types
-def _env_type_error(env: Mapping[str, Any], message: str) -> Optional[ConfigError]:
-    """Where the probe env failed on an argument whose value its constructor's annotation rules out, the
-    error naming the key, the value and the type expected (the env's own error can be about a part of the
-    value: ``int(size[0])`` of ``'abc'`` complains about ``'a'``). None where the annotations do not say."""
-    from .envs import _resolve_entry_point, resolve_env
-
-    try:
-        entry = resolve_env(env["id"], env["modules"])
-        cls = _resolve_entry_point(entry.entry_point)
-    except Exception:
-        return None
-    if entry.takes_context or not isinstance(cls, type):
-        return None
-    for where, args in (("env.config", env["config"]), ("env.eval_config", env["eval_config"])):
-        for key, value in dict(args or {}).items():
-            if not (message.startswith(f"{where}.{key}: ") or message.startswith(f"{where}: ")):
-                continue
-            ann = _argument_annotation(cls, str(key))
-            if ann is not None and _fits(value, ann) is False:
-                return ConfigError(f"{where}.{key}: bad value {value!r} for {entry.name}: expected "
-                                   f"{_describe(ann)}, got {_describe_value(value)}")
-    return None
-
-
-def _argument_annotation(cls: type, name: str) -> Any:
-    """The evaluated annotation of keyword argument ``name`` of ``cls`` (its own ``__init__`` or, through
-    ``**kwargs``, a base class's); None where there is none or it cannot be evaluated."""
-    import inspect
-
-    for klass in cls.__mro__:
-        init = klass.__dict__.get("__init__")
-        if init is None:
-            continue
-        try:
-            params = inspect.signature(init).parameters
-        except (TypeError, ValueError):
-            return None
-        if name in params:
-            ann = getattr(init, "__annotations__", {}).get(name)
-            if isinstance(ann, str):
-                try:
-                    ann = eval(ann, dict(getattr(init, "__globals__", {})))  # as typing.get_type_hints does
-                except Exception:
-                    return None
-            return ann
-        if not any(p.kind == p.VAR_KEYWORD for p in params.values()):
-            return None
-    return None
-
-
-_SEQUENCES = (list, tuple, set, frozenset, collections.abc.Sequence, collections.abc.Collection,
-              collections.abc.Iterable)
-_MAPPINGS = (dict, collections.abc.Mapping)
-
-
-def _fits(v: Any, t: Any) -> Optional[bool]:
-    """Whether a config value (YAML: None, bool, int, float, str, list, dict) fits annotation ``t``;
-    None where the annotation does not say."""
-    origin, args = typing.get_origin(t), typing.get_args(t)
-    if t is Any or t is object:
-        return True
-    if t is None or t is type(None):
-        return v is None
-    if origin is typing.Annotated:
-        return _fits(v, args[0])
-    if origin in (typing.Union, types.UnionType):
-        res = [_fits(v, a) for a in args]
-        return True if True in res else (False if all(r is False for r in res) else None)
-    if origin is typing.Literal:
-        return v in args
-    if t is bool:
-        return isinstance(v, bool)
-    if t is int:
-        return isinstance(v, int) and not isinstance(v, bool)
-    if t is float:
-        return isinstance(v, (int, float)) and not isinstance(v, bool)
-    if t is str:
-        return isinstance(v, str)
-    if t in _SEQUENCES or origin in _SEQUENCES:
-        if not isinstance(v, (list, tuple)):
-            return False
-        if origin is tuple and args and args[-1] is not Ellipsis:
-            if len(v) != len(args):
-                return False
-            res = [_fits(x, a) for x, a in zip(v, args, strict=True)]
-        else:
-            res = [_fits(x, args[0]) for x in v] if args else []
-        return False if False in res else (True if all(r is True for r in res) else None)
-    if t in _MAPPINGS or origin in _MAPPINGS:
-        return isinstance(v, dict) or None
-    return None
-
-
-_PLURAL = {int: "integers", float: "numbers", str: "strings", bool: "booleans"}
-
-
-def _describe(t: Any) -> str:
-    """An annotation in words: ``int | Sequence[int]`` -> ``an integer or a list of integers``."""
-    origin, args = typing.get_origin(t), typing.get_args(t)
-    if origin is typing.Annotated:
-        return _describe(args[0])
-    if origin in (typing.Union, types.UnionType):
-        return " or ".join(dict.fromkeys(_describe(a) for a in args))
-    if origin is typing.Literal:
-        return f"one of {list(args)}"
-    if t is None or t is type(None):
-        return "null"
-    words = {int: "an integer", float: "a number", bool: "true or false", str: "a string"}
-    if t in words:
-        return words[t]
-    if t in _SEQUENCES or origin in _SEQUENCES:
-        if origin is tuple and args and args[-1] is not Ellipsis:
-            return f"a list of {len(args)} " + (_PLURAL.get(args[0], "values") if len(set(args)) == 1 else "values")
-        return "a list" + (f" of {_PLURAL[args[0]]}" if args and args[0] in _PLURAL else "")
-    if t in _MAPPINGS or origin in _MAPPINGS:
-        return "a mapping"
-    return getattr(t, "__name__", str(t))
-
-
-def _describe_value(v: Any) -> str:
-    if v is None:
-        return "null"
-    for kind, words in ((bool, "a boolean"), (int, "an integer"), (float, "a number"), (str, "a string"),
-                        (list, "a list"), (dict, "a mapping")):
-        if isinstance(v, kind):
-            return words
-    return type(v).__name__
 
 
 # ---------------------------------------------------------------------------- output directory, Ray address

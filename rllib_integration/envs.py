@@ -23,6 +23,7 @@ Nothing here imports Ray unless asked to register with it.
 
 from __future__ import annotations
 
+import collections.abc
 import dataclasses
 import difflib
 import importlib
@@ -30,6 +31,8 @@ import inspect
 import os
 import re
 import sys
+import types
+import typing
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Sequence
 
@@ -308,6 +311,127 @@ def _probe(entry: EnvEntry, cfg: dict, where: str, own: Optional[set] = None) ->
         raise _bad_value(entry, cfg, where, e, own) from None
 
 
+# ---------------------------------------------------------------------------- argument types
+def _type_mismatch(entry: EnvEntry, key: str, value: Any) -> Optional[str]:
+    """"expected <type in words>, got <kind of value>" where the env constructor's annotation of ``key``
+    rules ``value`` out; None where it allows it or does not say."""
+    if entry.takes_context:
+        return None
+    try:
+        cls = _resolve_entry_point(entry.entry_point)
+    except Exception:  # noqa: BLE001 - the env's own error stands
+        return None
+    if not isinstance(cls, type):
+        return None
+    ann = _argument_annotation(cls, str(key))
+    if ann is None or _fits(value, ann) is not False:
+        return None
+    return f"expected {_describe(ann)}, got {_describe_value(value)}"
+
+
+def _argument_annotation(cls: type, name: str) -> Any:
+    """The evaluated annotation of keyword argument ``name`` of ``cls`` (its own ``__init__`` or, through
+    ``**kwargs``, a base class's); None where there is none or it cannot be evaluated."""
+    for klass in cls.__mro__:
+        init = klass.__dict__.get("__init__")
+        if init is None:
+            continue
+        try:
+            params = inspect.signature(init).parameters
+        except (TypeError, ValueError):
+            return None
+        if name in params:
+            ann = getattr(init, "__annotations__", {}).get(name)
+            if isinstance(ann, str):
+                try:
+                    ann = eval(ann, dict(getattr(init, "__globals__", {})))  # as typing.get_type_hints does
+                except Exception:
+                    return None
+            return ann
+        if not any(p.kind == p.VAR_KEYWORD for p in params.values()):
+            return None
+    return None
+
+
+_SEQUENCES = (list, tuple, set, frozenset, collections.abc.Sequence, collections.abc.Collection,
+              collections.abc.Iterable)
+_MAPPINGS = (dict, collections.abc.Mapping)
+
+
+def _fits(v: Any, t: Any) -> Optional[bool]:
+    """Whether a config value (YAML: None, bool, int, float, str, list, dict) fits annotation ``t``;
+    None where the annotation does not say."""
+    origin, args = typing.get_origin(t), typing.get_args(t)
+    if t is Any or t is object:
+        return True
+    if t is None or t is type(None):
+        return v is None
+    if origin is typing.Annotated:
+        return _fits(v, args[0])
+    if origin in (typing.Union, types.UnionType):
+        res = [_fits(v, a) for a in args]
+        return True if True in res else (False if all(r is False for r in res) else None)
+    if origin is typing.Literal:
+        return v in args
+    if t is bool:
+        return isinstance(v, bool)
+    if t is int:
+        return isinstance(v, int) and not isinstance(v, bool)
+    if t is float:
+        return isinstance(v, (int, float)) and not isinstance(v, bool)
+    if t is str:
+        return isinstance(v, str)
+    if t in _SEQUENCES or origin in _SEQUENCES:
+        if not isinstance(v, (list, tuple)):
+            return False
+        if origin is tuple and args and args[-1] is not Ellipsis:
+            if len(v) != len(args):
+                return False
+            res = [_fits(x, a) for x, a in zip(v, args, strict=True)]
+        else:
+            res = [_fits(x, args[0]) for x in v] if args else []
+        return False if False in res else (True if all(r is True for r in res) else None)
+    if t in _MAPPINGS or origin in _MAPPINGS:
+        return isinstance(v, dict) or None
+    return None
+
+
+_PLURAL = {int: "integers", float: "numbers", str: "strings", bool: "booleans"}
+
+
+def _describe(t: Any) -> str:
+    """An annotation in words: ``int | Sequence[int]`` -> ``an integer or a list of integers``."""
+    origin, args = typing.get_origin(t), typing.get_args(t)
+    if origin is typing.Annotated:
+        return _describe(args[0])
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(dict.fromkeys(_describe(a) for a in args))
+    if origin is typing.Literal:
+        return f"one of {list(args)}"
+    if t is None or t is type(None):
+        return "null"
+    words = {int: "an integer", float: "a number", bool: "true or false", str: "a string"}
+    if t in words:
+        return words[t]
+    if t in _SEQUENCES or origin in _SEQUENCES:
+        if origin is tuple and args and args[-1] is not Ellipsis:
+            return f"a list of {len(args)} " + (_PLURAL.get(args[0], "values") if len(set(args)) == 1 else "values")
+        return "a list" + (f" of {_PLURAL[args[0]]}" if args and args[0] in _PLURAL else "")
+    if t in _MAPPINGS or origin in _MAPPINGS:
+        return "a mapping"
+    return getattr(t, "__name__", str(t))
+
+
+def _describe_value(v: Any) -> str:
+    if v is None:
+        return "null"
+    for kind, words in ((bool, "a boolean"), (int, "an integer"), (float, "a number"), (str, "a string"),
+                        (list, "a list"), (dict, "a mapping")):
+        if isinstance(v, kind):
+            return words
+    return type(v).__name__
+
+
 def _bad_value(entry: EnvEntry, cfg: dict, where: str, err: Exception, own: Optional[set]) -> ConfigError:
     """Name the argument a construction error is about: the one its message names, or the one
     whose removal lets the env build."""
@@ -324,6 +448,9 @@ def _bad_value(entry: EnvEntry, cfg: dict, where: str, err: Exception, own: Opti
             culprit = k
             break
     if culprit is not None:
+        mismatch = _type_mismatch(entry, culprit, cfg[culprit])
+        if mismatch:  # the env's own error can be about a part of the value (`int(size[0])` of 'abc': 'a')
+            return ConfigError(f"{_item(where, culprit)}: bad value {cfg[culprit]!r} for {entry.name}: {mismatch}")
         return ConfigError(f"{_item(where, culprit)}: bad value {cfg[culprit]!r} for {entry.name} "
                            f"({type(err).__name__}: {text})")
     return ConfigError(f"{where}: {entry.name} cannot be built with {cfg!r} ({type(err).__name__}: {text})")

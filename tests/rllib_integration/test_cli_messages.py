@@ -218,7 +218,7 @@ def test_env_argument_of_the_wrong_type_names_key_and_value(capsys, tmp_path, va
 def test_env_argument_types_in_words():
     from typing import Literal, Optional, Sequence
 
-    from rllib_integration.cli import _describe, _fits
+    from rllib_integration.envs import _describe, _fits
 
     assert _fits("abc", int | Sequence[int]) is False and _fits([3, 4], int | Sequence[int]) is True
     assert _fits(3, float) is True and _fits(True, int) is False and _fits(None, Optional[int]) is True

@@ -4,8 +4,9 @@ The train batch of a module (built by :meth:`ATGRPO.training_step` from rollout 
 :func:`loss.collate_samples`) holds ``input_ids``/``attention_mask`` ``(B, T)``,
 ``completion_mask``/``old_logprobs`` ``(B, T-1)`` and ``advantages`` ``(B,)`` (computed on the
 driver with :func:`advantages.compute_advantages` over the whole iteration's groups).
-``compute_loss_for_module`` calls :func:`loss.policy_loss` with that module's (possibly
-per-policy overridden) clip ranges, KL/entropy coefficients and aggregation.
+``compute_loss_for_module`` (RLlib's loss hook, reached through RLlib's ``compute_losses`` once per
+micro-batch) calls :func:`loss.policy_loss` with that module's (possibly per-policy overridden) clip
+ranges, KL/entropy coefficients and aggregation.
 
 Only trainable parameters go to the optimizer (the LoRA adapter at L2; the whole model at
 L1/L3), with the module's own learning rate (``config.lr`` or its per-policy override).
@@ -22,14 +23,15 @@ gradient (the same gradient as the full batch). ``seq-mean-token-sum-norm`` divi
 from __future__ import annotations
 
 import contextlib
-from typing import Any
+import functools
+from typing import Any, Mapping, Optional
 
 import torch
 
 from ray.rllib.core.learner.torch.torch_learner import TorchLearner
 
-from .core.loss import LossConfig, policy_loss
-from .core.microbatch import accumulate_policy_loss
+from .core.loss import LossConfig
+from .core.microbatch import accumulate_loss, merge_loss_metrics, micro_batch_policy_loss
 from .core.tensor_codec import decode, encode
 
 __all__ = ["ATGRPOTorchLearner"]
@@ -58,26 +60,52 @@ class ATGRPOTorchLearner(TorchLearner):
 
     def compute_loss_for_module(self, *, module_id: str, config: Any, batch: dict[str, Any],
                                 fwd_out: dict[str, Any]) -> torch.Tensor:
-        ref = fwd_out.get("ref_logp")
-        loss, metrics = policy_loss(fwd_out["logp"], batch["old_logprobs"].float(), batch["advantages"].float(),
-                                    batch["completion_mask"].float(), self.loss_config(config), ref_logprobs=ref,
-                                    entropy=fwd_out.get("entropy"))
-        self.metrics.log_dict({k: float(v) for k, v in metrics.items()}, key=module_id, window=1)
+        """RLlib's loss hook: :func:`loss.policy_loss` of one module's (micro-)batch given its
+        ``forward_train`` output. :meth:`_uncompiled_update` reaches it through RLlib's
+        :meth:`compute_losses` once per micro-batch (the batch then carries the minibatch's aggregation
+        denominator, :data:`microbatch.DENOMINATOR_KEY`); override it to change the loss."""
+        loss, metrics = micro_batch_policy_loss(batch, fwd_out, self.loss_config(config))
+        collecting = getattr(self, "_loss_metric_parts", None)
+        parts = collecting.get(module_id) if collecting is not None else None
+        if parts is not None:  # inside an update: merged over the micro-batches there
+            parts.append(metrics)
+        else:
+            self.metrics.log_dict({k: float(v) for k, v in metrics.items()}, key=module_id, window=1)
         return loss
 
+    def _micro_batch_loss(self, module_id: str, sub: dict[str, Any],
+                          fwd_out: Mapping[str, Any]) -> tuple[torch.Tensor, dict[str, float]]:
+        """One micro-batch's loss through RLlib's ``compute_losses`` -> ``compute_loss_for_module``."""
+        parts: list[dict[str, float]] = []
+        assert self._loss_metric_parts is not None  # set by _uncompiled_update around its micro-batches
+        self._loss_metric_parts[module_id] = parts
+        loss = self.compute_losses(fwd_out={module_id: fwd_out}, batch={module_id: sub})[module_id]
+        return loss, merge_loss_metrics(parts)
+
     def _uncompiled_update(self, batch: dict, **kwargs):
-        """Micro-batched forward/backward per module, then one optimizer step (module docstring)."""
+        """Micro-batched forward/backward per module, then one optimizer step (module docstring).
+
+        RLlib's own update runs one ``forward_train`` over the whole batch, then ``compute_losses`` and
+        one backward; here each module's minibatch is split into token-bounded micro-batches and each
+        goes ``forward_train`` -> ``compute_losses`` (-> :meth:`compute_loss_for_module`) -> backward,
+        so the gradients accumulate to the full minibatch's before the one optimizer step."""
         self._compute_off_policyness(batch)
         for optim in self._optimizer_parameters:
             optim.zero_grad(set_to_none=True)
         losses = {}
-        for module_id, mb in batch.items():
-            config = self.config.get_config_for_module(module_id)
-            module = self.module[module_id]
-            loss, metrics = accumulate_policy_loss(module.forward_train, mb, self.loss_config(config),
-                                                   micro_batch_tokens=getattr(config, "micro_batch_tokens", None))
-            self.metrics.log_dict(metrics, key=module_id, window=1)
-            losses[module_id] = loss
+        self._loss_metric_parts: Optional[dict[str, list[dict[str, float]]]] = {}
+        try:
+            for module_id, mb in batch.items():
+                config = self.config.get_config_for_module(module_id)
+                module = self.module[module_id]
+                loss, metrics = accumulate_loss(module.forward_train,
+                                                functools.partial(self._micro_batch_loss, module_id), mb,
+                                                self.loss_config(config),
+                                                micro_batch_tokens=getattr(config, "micro_batch_tokens", None))
+                self.metrics.log_dict(metrics, key=module_id, window=1)
+                losses[module_id] = loss
+        finally:
+            self._loss_metric_parts = None
         grads = {pid: p.grad for pid, p in self._params.items() if p.grad is not None}
         with contextlib.ExitStack() as stack:
             if self.config.num_learners > 1:

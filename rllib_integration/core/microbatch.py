@@ -21,7 +21,8 @@ import torch
 
 from .loss import LossConfig, loss_denominator, policy_loss
 
-__all__ = ["micro_batch_indices", "iter_micro_batches", "merge_loss_metrics", "accumulate_policy_loss"]
+__all__ = ["micro_batch_indices", "iter_micro_batches", "merge_loss_metrics", "accumulate_loss",
+           "accumulate_policy_loss", "micro_batch_policy_loss", "DENOMINATOR_KEY", "LossFn"]
 
 _SUMMED = ("loss", "pg_loss", "kl", "entropy", "num_tokens")
 _MIN, _MAX = ("ratio_min",), ("ratio_max",)
@@ -52,8 +53,8 @@ def micro_batch_indices(attention_mask: torch.Tensor, micro_batch_tokens: Option
     return out
 
 
-def iter_micro_batches(batch: Mapping[str, torch.Tensor],
-                       micro_batch_tokens: Optional[int]) -> Iterator[dict[str, torch.Tensor]]:
+def iter_micro_batches(batch: Mapping[str, Any],
+                       micro_batch_tokens: Optional[int]) -> Iterator[dict[str, Any]]:
     """Sub-batches of ``batch`` (rows of :func:`micro_batch_indices`, columns cut to their longest row).
 
     Columns of width ``T`` (``input_ids``, ``attention_mask``) keep ``width`` columns, those of width
@@ -65,7 +66,7 @@ def iter_micro_batches(batch: Mapping[str, torch.Tensor],
         idx = idx.to(mask.device)
         width = max(int(lengths[idx].max()), 2) if idx.numel() else T
         width = min(width, T)
-        sub = {}
+        sub: dict[str, Any] = {}
         for k, v in batch.items():
             if not isinstance(v, torch.Tensor):
                 sub[k] = v
@@ -101,24 +102,52 @@ def merge_loss_metrics(parts: list[dict[str, float]]) -> dict[str, float]:
     return out
 
 
-def accumulate_policy_loss(forward: Callable[[dict[str, torch.Tensor]], Mapping[str, Any]],
-                           batch: Mapping[str, torch.Tensor], config: LossConfig, *,
-                           micro_batch_tokens: Optional[int] = None,
-                           backward: bool = True) -> tuple[torch.Tensor, dict[str, float]]:
-    """Run ``forward`` (returns ``logp`` and optionally ``ref_logp``/``entropy``, each ``(b, t-1)``)
-    and :func:`loss.policy_loss` on each micro-batch of ``batch``, calling ``backward()`` on each
-    micro-batch loss (gradients accumulate in ``.grad``). Returns the detached full-batch loss
-    and the merged metrics."""
+#: ``loss_fn(micro_batch, forward_output) -> (loss, metrics)``; the micro-batch carries the whole
+#: minibatch's aggregation denominator under :data:`DENOMINATOR_KEY`.
+LossFn = Callable[[dict[str, Any], Mapping[str, Any]], tuple[torch.Tensor, dict[str, float]]]
+#: key of the minibatch denominator (a float) in each micro-batch handed to a :data:`LossFn`
+DENOMINATOR_KEY = "loss_denominator"
+
+
+def accumulate_loss(forward: Callable[[dict[str, Any]], Mapping[str, Any]], loss_fn: LossFn,
+                    batch: Mapping[str, Any], config: LossConfig, *, micro_batch_tokens: Optional[int] = None,
+                    backward: bool = True) -> tuple[torch.Tensor, dict[str, float]]:
+    """Gradient accumulation with any loss: for each micro-batch ``sub`` of ``batch``, ``out = forward(sub)``,
+    ``loss, metrics = loss_fn(sub, out)`` and ``loss.backward()``. ``sub[DENOMINATOR_KEY]`` is the whole
+    minibatch's denominator (``config.agg``/``config.norm_tokens``), which the loss must divide by for the
+    micro-batch gradients to sum to the full-batch one. Returns the detached full-batch loss and the
+    merged metrics."""
     denom = loss_denominator(batch["completion_mask"], config.agg, config.norm_tokens)
     total = torch.zeros(())
     parts = []
     for sub in iter_micro_batches(batch, micro_batch_tokens):
-        out = forward(sub)
-        loss, metrics = policy_loss(out["logp"], sub["old_logprobs"].float(), sub["advantages"].float(),
-                                    sub["completion_mask"].float(), config, ref_logprobs=out.get("ref_logp"),
-                                    entropy=out.get("entropy"), denominator=denom)
+        sub[DENOMINATOR_KEY] = denom
+        loss, metrics = loss_fn(sub, forward(sub))
         if backward and loss.requires_grad:
             loss.backward()
         total = total + loss.detach().cpu()
         parts.append(metrics)
     return total, merge_loss_metrics(parts)
+
+
+def micro_batch_policy_loss(sub: Mapping[str, Any], out: Mapping[str, Any],
+                            config: LossConfig) -> tuple[torch.Tensor, dict[str, float]]:
+    """:func:`loss.policy_loss` of one micro-batch ``sub`` (its ``old_logprobs``, ``advantages``,
+    ``completion_mask`` and :data:`DENOMINATOR_KEY`, when present) given the forward output ``out``
+    (``logp`` and optionally ``ref_logp``/``entropy``, each ``(b, t-1)``)."""
+    return policy_loss(out["logp"], sub["old_logprobs"].float(), sub["advantages"].float(),
+                       sub["completion_mask"].float(), config, ref_logprobs=out.get("ref_logp"),
+                       entropy=out.get("entropy"), denominator=sub.get(DENOMINATOR_KEY))
+
+
+def accumulate_policy_loss(forward: Callable[[dict[str, Any]], Mapping[str, Any]],
+                           batch: Mapping[str, Any], config: LossConfig, *,
+                           micro_batch_tokens: Optional[int] = None,
+                           backward: bool = True) -> tuple[torch.Tensor, dict[str, float]]:
+    """:func:`accumulate_loss` with the AT-GRPO policy loss (:func:`micro_batch_policy_loss`): run
+    ``forward`` (returns ``logp`` and optionally ``ref_logp``/``entropy``, each ``(b, t-1)``) and
+    :func:`loss.policy_loss` on each micro-batch of ``batch``, calling ``backward()`` on each
+    micro-batch loss (gradients accumulate in ``.grad``). Returns the detached full-batch loss
+    and the merged metrics."""
+    return accumulate_loss(forward, lambda sub, out: micro_batch_policy_loss(sub, out, config), batch, config,
+                           micro_batch_tokens=micro_batch_tokens, backward=backward)

@@ -77,6 +77,36 @@ def test_micro_batched_learner_update_equals_full_batch(tiny_path):
         torch.testing.assert_close(wm[k], wf[k], atol=1e-5, rtol=0, msg=k)
 
 
+def test_update_reaches_the_loss_through_rllibs_hook(tiny_path):
+    """The micro-batched update calls RLlib's ``compute_losses`` -> ``compute_loss_for_module`` once per
+    micro-batch with the minibatch's denominator; what the hook returns is what trains (an override
+    that returns zero loss leaves the weights as they were)."""
+    from rllib_integration.core.microbatch import DENOMINATOR_KEY
+    from rllib_integration.learner import ATGRPOTorchLearner
+
+    seen = []
+
+    def hooked(scale):
+        def compute_loss_for_module(self, *, module_id, config, batch, fwd_out):
+            seen.append((module_id, batch[DENOMINATOR_KEY], batch["input_ids"].shape))
+            return scale * ATGRPOTorchLearner.compute_loss_for_module(self, module_id=module_id, config=config,
+                                                                      batch=batch, fwd_out=fwd_out)
+        return compute_loss_for_module
+
+    before = _weights(_learner(tiny_path))
+    moved = {}
+    for scale in (0.0, 1.0):
+        learner = _learner(tiny_path, micro_batch_tokens=16)
+        learner.compute_loss_for_module = hooked(scale).__get__(learner)
+        seen.clear()
+        learner.update(batch=_batch(0))
+        assert len(seen) > 1 and {mid for mid, _, _ in seen} == {"shared"}  # once per micro-batch
+        assert len({d for _, d, _ in seen}) == 1 and seen[0][1] > 1  # every micro-batch: the minibatch's
+        after = _weights(learner)
+        moved[scale] = sum(float((after[k].float() - before[k].float()).norm()) for k in before)
+    assert moved[0.0] == 0.0 and moved[1.0] > 0.0
+
+
 @pytest.mark.parametrize("master_weights", [False, True], ids=["pure-bf16", "fp32-master"])
 def test_bf16_learner_checkpoint_restores_and_continues_identically(tiny_path, master_weights):
     a = _learner(tiny_path, dtype="bfloat16", master_weights=master_weights)

@@ -4,16 +4,22 @@ Two parts:
 
 * :mod:`rllib_integration.core`: the Ray-free training core (generation backends, models,
   tree rollouts, advantage estimators, loss, metrics), usable from a plain script.
-* the RLlib layer beside it: :mod:`.algorithm` (``ATGRPOConfig``/``ATGRPO``, registered with
-  Tune as ``"ATGRPO"``), :mod:`.settings` (the one schema of every run setting), :mod:`.envs`
-  (env registration with RLlib), :mod:`.policies`, :mod:`.batching`, :mod:`.learner`,
-  :mod:`.rl_module`, :mod:`.rollout_worker` and the ``llm-marl`` command line (:mod:`.cli`).
+* the RLlib layer beside it: :mod:`.algorithm` (``ATGRPOConfig``/``ATGRPO``: ``training_step`` =
+  sample, advantages, update, sync; :func:`register` names it ``"ATGRPO"`` in Tune), :mod:`.config`
+  (the config's builders, typed in :mod:`.config_builders`, and its checks), :mod:`.warm_start_stage`,
+  :mod:`.results` (what an iteration reports), :mod:`.placement` (placement groups, the local Ray),
+  :mod:`.settings` (the one schema of every run setting), :mod:`.envs` (env registration with RLlib),
+  :mod:`.policies`, :mod:`.batching`, :mod:`.learner` (the loss, in ``compute_loss_for_module``),
+  :mod:`.rl_module`, :mod:`.rollout_worker`, :mod:`._rllib` (the RLlib internals used, in one place)
+  and the ``llm-marl`` command line (:mod:`.cli`).
 
-Importing this package imports no Ray: Ray is loaded only when the RLlib part is first used.
-``rllib_integration.ATGRPOConfig`` imports :mod:`rllib_integration.algorithm`, which registers
-``"ATGRPO"`` with Tune and every ``llm_marl/...`` task with RLlib's ``register_env``::
+Importing this package imports no Ray (Ray is loaded when the RLlib part is first used) and registers
+and patches nothing. :func:`register` puts ``"ATGRPO"`` in Tune's registry and every ``llm_marl/...``
+task in RLlib's (``register_env``)::
 
-    from rllib_integration import ATGRPOConfig      # registers "ATGRPO" and the envs
+    import rllib_integration
+    from rllib_integration import ATGRPOConfig
+    rllib_integration.register()
     tune.Tuner("ATGRPO", param_space=ATGRPOConfig().environment("llm_marl/PlanPath-v0")).fit()
 """
 
@@ -22,7 +28,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-_RLLIB_NAMES = ("ATGRPO", "ATGRPOConfig", "register_llm_marl_envs")
+_RLLIB_NAMES = ("ATGRPO", "ATGRPOConfig", "register", "register_llm_marl_envs")
 
 __all__ = list(_RLLIB_NAMES)
 

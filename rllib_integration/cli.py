@@ -413,19 +413,18 @@ def evaluate_checkpoint(checkpoint: str, *, episodes: Optional[int] = None, temp
     import torch
 
     torch.set_num_threads(1)
+    from ._rllib import unfrozen
     from .algorithm import ATGRPO
 
     started = _start_ray(modules, num_cpus)
     algo = ATGRPO.from_checkpoint(str(path))
     try:
         if episodes is not None or temperature is not None:
-            cfg = algo.config
-            cfg._is_frozen = False
-            if episodes is not None:
-                cfg.evaluation_num_episodes = int(episodes)
-            if temperature is not None:
-                cfg.evaluation_temperature = float(temperature)
-            cfg._is_frozen = True
+            with unfrozen(algo.config) as cfg:
+                if episodes is not None:
+                    cfg.evaluation_num_episodes = int(episodes)
+                if temperature is not None:
+                    cfg.evaluation_temperature = float(temperature)
         result = algo.evaluate()
     finally:
         algo.stop()

@@ -17,7 +17,7 @@ config dict. :func:`check_env` builds one probe env in the calling process, so a
 unknown env argument or a bad value is reported (naming the key) before Ray starts.
 
 :func:`register_llm_marl_envs` is the one explicit call that registers every llm_marl task
-with RLlib's ``register_env`` (``rllib_integration.algorithm`` calls it when imported).
+with RLlib's ``register_env`` (``rllib_integration.register()`` calls it; importing registers nothing).
 Nothing here imports Ray unless asked to register with it.
 """
 

@@ -196,6 +196,9 @@ def base_config(model_path, **rollouts):
 def tune_fit(config, tmp_path, iters=2, use_run=False, checkpoint_at_end=False):
     from ray import tune
 
+    import rllib_integration
+
+    rllib_integration.register()
     if use_run:
         analysis = tune.run("ATGRPO", config=config, stop={"training_iteration": iters},
                             storage_path=str(tmp_path), verbose=0)

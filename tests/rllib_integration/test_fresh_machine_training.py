@@ -105,6 +105,9 @@ def ray2():
 def _tuner(config, tmp_path, iters=1):
     from ray import tune
 
+    import rllib_integration
+
+    rllib_integration.register()
     return tune.Tuner("ATGRPO", param_space=config,
                       run_config=tune.RunConfig(stop={"training_iteration": iters}, storage_path=str(tmp_path),
                                                 verbose=0))
@@ -254,7 +257,7 @@ def test_base_yaml_as_shipped_warns_that_nothing_is_learned(caplog):
     """base.yaml as shipped trains PlanPath with the untrained tiny model and no warm start: no candidate
     writes a valid action, every group has zero variance; after 3 such iterations the run says so and
     what to change (a warm start)."""
-    caplog.set_level(logging.WARNING, logger="rllib_integration.algorithm")
+    caplog.set_level(logging.WARNING, logger="rllib_integration.results")
     results, changed, _ = _train("base.yaml", ["rollout.envs_per_iteration=1", "sampling.k=2"], iterations=3)
     assert [r["groups"]["zero_variance_streak"] for r in results] == [1, 2, 3]
     assert not any(changed.values()) and all(r["num_updates"] == 0 for r in results)

@@ -267,6 +267,9 @@ def test_user_task_trains_under_tune_with_two_workers(ray_with_task, tiny, tmp_p
     config = (guess_config(tiny).env_runners(num_env_runners=2)
               .evaluation(evaluation_interval=2, evaluation_duration=2).callbacks(Cb))
     assert config.num_rollout_actors == 2
+    import rllib_integration
+
+    rllib_integration.register()
     tuner = tune.Tuner("ATGRPO", param_space=config,
                        run_config=tune.RunConfig(stop={"training_iteration": 2}, storage_path=str(tmp_path / "tune"),
                                                  verbose=0))
@@ -454,16 +457,36 @@ def test_every_shipped_config_names_its_hardware():
         assert "CPU" in lines[0] or "GPU" in lines[0], path.name
 
 
+def test_import_registers_and_patches_nothing():
+    """Importing the RLlib layer leaves Tune's registry and Ray's init hooks alone (as RLlib's own PPO);
+    ``rllib_integration.register()`` registers "ATGRPO" and the envs."""
+    code = ("import ray._private.worker as w, ray.rllib.algorithms.algorithm, ray.tune\n"
+            "from ray.tune.registry import ENV_CREATOR, TRAINABLE_CLASS, _global_registry\n"
+            "hooks = list(w._post_init_hooks)  # Ray's own (Tune's registry flush, usage stats)\n"
+            "def has_trainable(name): return _global_registry.contains(TRAINABLE_CLASS, name)\n"
+            "import rllib_integration.algorithm, rllib_integration.cli\n"
+            "assert w._post_init_hooks == hooks, w._post_init_hooks\n"
+            "assert not has_trainable('ATGRPO')\n"
+            "assert not _global_registry.contains(ENV_CREATOR, 'llm_marl/PlanPath-v0')\n"
+            "import rllib_integration; rllib_integration.register()\n"
+            "assert has_trainable('ATGRPO') and _global_registry.contains(ENV_CREATOR, 'llm_marl/PlanPath-v0')\n"
+            "print('ok')\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]
+
+
 @pytest.mark.slow
-def test_atgrpo_stays_registered_across_ray_sessions():
+def test_register_in_each_ray_session():
     import ray
     from ray.tune.registry import get_trainable_cls
 
+    import rllib_integration
     from rllib_integration import ATGRPO
 
-    for _ in range(2):  # Tune's registry lives in the Ray session: a new session must know "ATGRPO" too
+    for _ in range(2):  # Tune's registry lives in the Ray session: register() in each new session
         ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
         try:
+            rllib_integration.register()
             assert get_trainable_cls("ATGRPO") is ATGRPO
         finally:
             ray.shutdown()

@@ -238,6 +238,17 @@ def _is_name(lhs: str) -> bool:
     return bool(_NAME_RE.match(lhs) or _NAMES_RE.match(lhs))
 
 
+def _is_computation(lhs: str) -> bool:
+    """A constant expression without variables (``\\binom{5}{2}``, ``17 \\bmod 5``, ``e^{i\\pi}``): its
+    right side is the result. Letters in subscripts (``\\log_2``, ``\\lim_{x \\to 0}``) and the constants
+    ``e`` and ``i`` do not count as variables; anything else with a letter is an equation."""
+    bare = re.sub(r"\\(?:begin|end)\{[A-Za-z*]+\}|\\[A-Za-z]+|_\{[^{}]*\}|_[A-Za-z0-9]", " ", lhs)
+    bound = re.findall(r"\\lim_\{?\s*([A-Za-z])\s*\\(?:to|rightarrow)", lhs)  # lim_{x \to 0} f(x): x is bound
+    if bound:
+        bare = re.sub(f"[{''.join(bound)}]", " ", bare)
+    return bool(lhs.strip()) and not re.search(r"[A-DF-HJ-Za-df-hj-z]", bare)
+
+
 def _inequality(s: str) -> str | None:
     """A one-variable inequality as the interval it describes (``x \\leq 5`` -> ``(-\\infty, 5]``).
 
@@ -279,6 +290,9 @@ def parse_shape(s: str, depth: int = 0) -> Shape:
     m = _CHOICE_RE.match(s) or re.match(r"^\(([A-J])\)\s", s)
     if m:
         return Shape("choice", m.group(1))
+    eq = _split_top(s, "=")
+    if len(eq) == 2 and eq[1].strip() and _is_computation(eq[0]):  # \\begin{vmatrix}...\\end{vmatrix} = 3
+        return parse_shape(eq[1], depth + 1)
     m = _MATRIX_RE.match(s)
     if m and "\\begin" not in m.group(1):  # a matrix: rows of entries, compared entry by entry
         rows = [r for r in (x.strip() for x in re.split(r"\\\\", m.group(1))) if r]
@@ -321,8 +335,8 @@ def parse_shape(s: str, depth: int = 0) -> Shape:
     eq = _split_top(s, "=")
     if len(eq) >= 2 and all(p.strip() for p in eq):
         lhs, rhs = eq[0].strip(), eq[-1].strip()
-        if len(eq) == 2 and _is_name(lhs):
-            return parse_shape(rhs, depth + 1)
+        if len(eq) == 2 and (_is_name(lhs) or _is_computation(lhs)):
+            return parse_shape(rhs, depth + 1)  # x = 3 and \\binom{5}{2} = 10 both answer their right side
         if len(eq) > 2:
             return parse_shape(rhs, depth + 1)
         return Shape("eq", lhs + "=" + rhs)

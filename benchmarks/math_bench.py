@@ -8,7 +8,7 @@ started before timing):
 - ``generated``: the env_bench workload, answers of difficulty-2 generated problems
   against themselves (with a trailing space) and against ``0``;
 - ``numeric``: plain numbers, decimals and fractions only (the fast path; no worker);
-- ``graders``: the 314 pairs of ``tests/llm_marl_envs/math/data/grader_pairs.jsonl`` (LaTeX,
+- ``graders``: the pairs of ``tests/llm_marl_envs/math/data/grader_pairs.jsonl`` (LaTeX,
   plain CAS text, sets, intervals, matrices; many go to the worker).
 
 To compare two versions of the checker under the same load, run the script twice with
@@ -25,7 +25,7 @@ import statistics
 import time
 from pathlib import Path
 
-DATA = Path(__file__).resolve().parents[1] / "tests" / "code_math" / "data" / "grader_pairs.jsonl"
+DATA = Path(__file__).resolve().parents[1] / "tests" / "llm_marl_envs" / "math" / "data" / "grader_pairs.jsonl"
 
 
 def timed(pairs: list[tuple[str, str]]) -> dict[str, float]:

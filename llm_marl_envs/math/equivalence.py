@@ -25,11 +25,12 @@ import dataclasses
 import functools
 import logging
 import os
+import re
 import threading
 import time
 
 from . import pool
-from .extraction import extract_all_boxed, extract_answer, extract_boxed
+from .extraction import extract_all_boxed, extract_answer, extract_boxed, final_boxes
 from .pool import configure, shutdown_workers
 from .numbers import approx_value, numbers_equal, parse_number, values_differ
 from .rules import (MAX_ANSWER_CHARS, MAX_LIST_ITEMS, Shape, canon, depth_ok, is_base_numeral, normalize_answer,
@@ -111,35 +112,65 @@ def _slow_cached(a: str, b: str) -> bool:
 
 
 # ------------------------------------------------------------------------------------------
-# comparison by shape
+# comparison by shape: the rules answer EQUAL, NOT_EQUAL (proven) or UNKNOWN; UNKNOWN goes to
+# math-verify in the worker, whose verdict stands
+
+EQUAL, NOT_EQUAL, UNKNOWN = True, False, None
+Verdict = bool | None
+
+_DECIMAL_COMMA_RE = re.compile(r"^[-+]?\d+,\d+$")
+_DECIMAL_RE = re.compile(r"^[-+]?\d*\.\d+$")
+_FUNCTION_LHS_RE = re.compile(r"\\(?:sin|cos|tan|cot|sec|csc|log|ln|exp|arcsin|arccos|arctan|sinh|cosh|tanh)"
+                              r"(?![A-Za-z])|\b(?:sin|cos|tan|log|ln|exp)\s*\(")
+
+
+def _scalar_rules(a: str, b: str) -> Verdict:
+    if canon(a) == canon(b) or words_equal(a, b):
+        return EQUAL
+    if is_base_numeral(a) or is_base_numeral(b):
+        return NOT_EQUAL  # 4343_0 is a numeral in base 0, not 4343.0
+    na, nb = parse_number(a), parse_number(b)
+    if na is not None and nb is not None:
+        return numbers_equal(na, nb)  # exact numbers (or a decimal at its shown precision): proven either way
+    if too_costly(a) or too_costly(b):
+        return NOT_EQUAL  # compared as text only: sympy could run without bound
+    va, vb = approx_value(a), approx_value(b)
+    if va is not None and vb is not None and values_differ(va, vb):
+        return NOT_EQUAL  # two constants with clearly different values: no need to ask the worker
+    return UNKNOWN
 
 
 def _scalar_equal(a: str, b: str) -> bool:
-    if canon(a) == canon(b) or words_equal(a, b):
-        return True
-    if is_base_numeral(a) or is_base_numeral(b):
-        return False
-    na, nb = parse_number(a), parse_number(b)
-    if na is not None and nb is not None:
-        return numbers_equal(na, nb)
-    if too_costly(a) or too_costly(b):
-        return False
-    va, vb = approx_value(a), approx_value(b)
-    if va is not None and vb is not None and values_differ(va, vb):
-        return False  # two constants with clearly different values: no need to ask the worker
-    return _slow(a, b)
+    verdict = _scalar_rules(a, b)
+    return _slow(a, b) if verdict is UNKNOWN else verdict
 
 
-def _unordered(xs: tuple[Shape, ...], ys: tuple[Shape, ...]) -> bool:
-    """A perfect matching between the two lists under ``_equal`` (multiset equality)."""
-    if len(xs) != len(ys) or len(xs) > MAX_LIST_ITEMS:
-        return False
+def _is_number(x: Shape) -> bool:
+    return x.kind == "scalar" and (parse_number(x.text) is not None or approx_value(x.text) is not None)
+
+
+def _dedup(xs: tuple[Shape, ...]) -> tuple[Shape, ...]:
+    """A set's elements with exact repeats dropped (``\\{1, 1\\}`` is ``\\{1\\}``, as for math-verify)."""
+    seen: dict[str, Shape] = {}
+    for x in xs:
+        seen.setdefault(canon(x.text) if x.text else repr(x), x)
+    return tuple(seen.values())
+
+
+def _unordered(xs: tuple[Shape, ...], ys: tuple[Shape, ...]) -> Verdict:
+    """A perfect matching between the two lists under ``_equal`` (multiset equality, exact repeats dropped)."""
+    xs, ys = _dedup(xs), _dedup(ys)
+    if len(xs) > MAX_LIST_ITEMS or len(ys) > MAX_LIST_ITEMS:
+        return NOT_EQUAL  # compared as text only
+    if len(xs) != len(ys):
+        # distinct numbers cannot pair up; anything else (x = 1 and 1.0, ...) is math-verify's call
+        return NOT_EQUAL if all(_is_number(x) for x in xs + ys) else UNKNOWN
     n = len(xs)
     adj: list[list[int]] = []
     for x in xs:
         row = [j for j, y in enumerate(ys) if _equal(x, y)]
         if not row:
-            return False  # an element with no partner: no need to compare the rest
+            return NOT_EQUAL  # an element with no partner: no need to compare the rest
         adj.append(row)
     match_of: list[int] = [-1] * n  # Kuhn's augmenting paths: O(n^3) at most, no backtracking blow-up
 
@@ -155,31 +186,68 @@ def _unordered(xs: tuple[Shape, ...], ys: tuple[Shape, ...]) -> bool:
     return all(augment(i, [False] * n) for i in range(n))
 
 
-def _ordered(xs: tuple[Shape, ...], ys: tuple[Shape, ...]) -> bool:
+def _ordered(xs: tuple[Shape, ...], ys: tuple[Shape, ...]) -> Verdict:
     return len(xs) == len(ys) and all(_equal(x, y) for x, y in zip(xs, ys, strict=True))
 
 
-def _equal(a: Shape, b: Shape) -> bool:
+def _rules(a: Shape, b: Shape) -> Verdict:
+    """The rules' verdict on two shapes; element comparisons inside lists may ask the worker."""
     if a.kind == "union" and len(a.items) == 1:
         a = a.items[0]
     if b.kind == "union" and len(b.items) == 1:
         b = b.items[0]
     kinds = {a.kind, b.kind}
     if "choice" in kinds:
-        return a.kind == b.kind and a.text == b.text
+        return a.kind == b.kind and a.text == b.text  # a choice letter equals only the same letter
+    if a.kind == b.kind == "scalar":
+        return _scalar_equal(a.text, b.text)
     if a.kind == b.kind == "eq":
-        return canon(a.text) == canon(b.text) or _scalar_equal(a.text, b.text)
+        return EQUAL if canon(a.text) == canon(b.text) else UNKNOWN
     if a.kind == b.kind == "union" or kinds <= {"set", "bare"}:
         return _unordered(a.items, b.items)  # a set, a union, a bare comma list of answers: no order
     if a.kind == b.kind == "seq":
-        return (a.open, a.close) == (b.open, b.close) and _ordered(a.items, b.items)
+        if (a.open, a.close) != (b.open, b.close):
+            return NOT_EQUAL  # (1, 2] is not (1, 2): bracket types matter
+        return _ordered(a.items, b.items)
+    if a.kind == b.kind == "matrix":
+        return _ordered(a.items, b.items)  # rows in order, entries in order
     if kinds == {"seq", "bare"}:
         return _ordered(a.items, b.items)  # a tuple written without its parentheses keeps its order
-    if a.kind == b.kind == "scalar":
-        return _scalar_equal(a.text, b.text)
-    if kinds <= {"text", "scalar"}:
-        return canon(a.text) == canon(b.text) or words_equal(a.text, b.text)
-    return False  # a set is not a tuple, an equation is not a number
+    if kinds == {"seq", "set"}:
+        return NOT_EQUAL  # a tuple is not a set: (3, 1) != {1, 3}
+    if "eq" in kinds and a.kind != b.kind and _FUNCTION_LHS_RE.search((a if a.kind == "eq" else b).text.split("=")[0]):
+        return NOT_EQUAL  # \\sin(x) = a is an equation about sin, not the answer a (math-verify reads it as a)
+    if kinds & {"seq", "set", "bare", "matrix", "union"} and (_is_number(a) or _is_number(b)):
+        return NOT_EQUAL  # a number is not a collection
+    if canon(a.text) == canon(b.text) or words_equal(a.text, b.text):
+        return EQUAL
+    return UNKNOWN
+
+
+def _equal(a: Shape, b: Shape) -> bool:
+    verdict = _rules(a, b)
+    if verdict is UNKNOWN:
+        return bool(a.text and b.text) and _slow(a.text, b.text)
+    return verdict
+
+
+def _decimal_comma(p: str, r: str) -> Verdict:
+    """``1000,99`` against the decimal ``1000.99``: a decimal comma (only when the other side is a decimal)."""
+    for x, y in ((p, r), (r, p)):
+        if _DECIMAL_COMMA_RE.match(x) and _DECIMAL_RE.match(y):
+            nx, ny = parse_number(x.replace(",", ".")), parse_number(y)
+            if nx is not None and ny is not None and numbers_equal(nx, ny):
+                return EQUAL
+    return UNKNOWN
+
+
+def _compare(p: str, r: str) -> bool:
+    if _decimal_comma(p, r) is EQUAL:
+        return True
+    verdict = _rules(parse_shape(p), parse_shape(r))
+    if verdict is UNKNOWN:
+        return _slow(p, r)  # the whole answers, as math-verify reads them
+    return verdict
 
 
 def _is_equivalent(prediction: str, reference: str) -> bool:
@@ -193,7 +261,15 @@ def _is_equivalent(prediction: str, reference: str) -> bool:
     # one call may need several worker comparisons (lists, sets): they share one budget
     _local.deadline = time.monotonic() + 2 * pool.settings.timeout_s
     try:
-        return _equal(parse_shape(p), parse_shape(r))
+        if _compare(p, r):
+            return True
+        # several boxes on the final line ("x = \\boxed{2} or x = \\boxed{3}") are also read as one list
+        p_list, r_list = final_boxes(prediction), final_boxes(reference)
+        if p_list or r_list:
+            p2 = normalize_answer(", ".join(p_list)) if p_list else p
+            r2 = normalize_answer(", ".join(r_list)) if r_list else r
+            return bool(p2 and r2) and _compare(p2, r2)
+        return False
     finally:
         _local.deadline = None
 

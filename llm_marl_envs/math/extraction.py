@@ -7,6 +7,14 @@ Three modes, chosen per env with ``answer_extraction=`` (see ``docs/math.md``):
   list (``\\boxed{2} and \\boxed{3}`` gives ``2, 3``; one box gives that box).
 - ``"answer_phrase"``: the last ``\\boxed{}`` if there is one, otherwise the text after the
   last "the (final) answer is" / "answer:" phrase, up to the end of its line or sentence.
+
+:func:`final_answer` is what :func:`~llm_marl_envs.math.is_equivalent` reads from a whole
+reply, in the order math-verify's extraction tries (the answer at the end first): reasoning
+in ``<think>...</think>`` and chat-template tokens (``<|im_end|>``, ``</s>``) are dropped;
+then the last ``\\boxed{}``; then an "answer" phrase (``Final Answer: ...``, ``Answer $9$``,
+``Answer \\[ 9 \\]``); then, for prose, the value its last sentence states (``... is 34.``),
+else its last ``$...$`` span (a number after an answer phrase, never a bare number in prose);
+otherwise the whole text.
 """
 
 from __future__ import annotations
@@ -14,8 +22,8 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-__all__ = ["extract_boxed", "extract_all_boxed", "extract_answer", "EXTRACTION_MODES", "ExtractionMode",
-           "MAX_INPUT_CHARS"]
+__all__ = ["extract_boxed", "extract_all_boxed", "extract_answer", "final_answer", "final_boxes", "EXTRACTION_MODES",
+           "ExtractionMode", "MAX_INPUT_CHARS"]
 
 MAX_INPUT_CHARS = 20_000  # longer texts are cut to their last MAX_INPUT_CHARS characters
 
@@ -92,6 +100,8 @@ def extract_all_boxed(text: str) -> list[str]:
 
 
 _PHRASE_RE = re.compile(r"(?:\bthe\s+)?(?:\bfinal\s+)?\banswer\s*(?:is|:)\s*:?\s*", re.I)
+# what final_answer() also takes as a phrase: "Answer $ 9 $", "Answer \[ 9 \]" (a math span right after "answer")
+_FINAL_PHRASE_RE = re.compile(r"(?:\bthe\s+)?(?:\bfinal\s+)?\banswer\s*(?:is\b|:|(?=\$|\\\[|\\\())\s*:?\s*", re.I)
 
 
 def _answer_phrase(text: str) -> str | None:
@@ -125,3 +135,113 @@ def extract_answer(text: str, mode: str = "last_boxed") -> str | None:
     if mode == "answer_phrase":
         return _answer_phrase(text)
     return None
+
+
+# ------------------------------------------------------------------------------------------
+# the final answer of a whole reply (what is_equivalent reads)
+
+_THINK_RE = re.compile(r"<think>.*?(?:</think>|$)", re.S)
+_CHAT_TOKEN_RE = re.compile(r"<\|[^|<>\s]{1,40}\|>|<｜[^｜<>]{1,40}｜>|</?s>|<eos>|<end_of_turn>|\[/?INST\]")
+_MATH_SPAN_RE = re.compile(r"\$\$(.+?)\$\$|\$(.+?)\$|\\\[(.+?)\\\]|\\\((.+?)\\\)", re.S)
+_PROSE_WORD_RE = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{3,}")
+_PROSE_SKIP = {"and", "sin", "cos", "tan", "cot", "sec", "csc", "log", "exp", "sqrt", "infty", "inf", "arcsin",
+               "arccos", "arctan", "sinh", "cosh", "tanh", "abs", "floor", "ceil", "max", "min", "gcd", "lcm", "mod",
+               "frac", "cdot", "times", "pmatrix", "bmatrix", "text", "mathrm", "cup", "cap", "leq", "geq", "neq"}
+_STATES_RE = re.compile(r"\b(?:is|are|equals|was|be|gives|get|obtain)\b\s*:?\s*", re.I)
+_NUMBER_RE = re.compile(r"[-+]?(?:\d+(?:[.,]\d+)*(?:/\d+)?|\.\d+)")
+
+
+def _is_prose(text: str) -> bool:
+    """Two or more words (three letters or more, not LaTeX commands or function names) outside math spans."""
+    plain = _MATH_SPAN_RE.sub(" ", text)
+    plain = re.sub(r"\\[A-Za-z]+(?:\s*\{[^{}]*\})?", " ", plain)  # \text{cm}, \mathrm{m}: units, not prose
+    words = [w for w in _PROSE_WORD_RE.findall(plain) if w.lower() not in _PROSE_SKIP]
+    return len(words) >= 2
+
+
+def _span_content(m: re.Match[str]) -> str:
+    return next(g for g in m.groups() if g is not None).strip()
+
+
+def _stated_value(sentence: str, last_number: bool = True) -> str | None:
+    """The value a prose sentence states: after its last "is"/"equals"/..., a math span or a number;
+    else its last math span; else (``last_number``) its last number."""
+    states = list(_STATES_RE.finditer(sentence))
+    if states:
+        tail = sentence[states[-1].end():].strip().strip("*_").strip()
+        m = _MATH_SPAN_RE.match(tail)
+        if m:
+            return _span_content(m)
+        m = _NUMBER_RE.match(tail)
+        if m and (m.end() == len(tail) or not tail[m.end()].isalnum()):
+            return m.group(0).rstrip(".,")
+    spans = list(_MATH_SPAN_RE.finditer(sentence))
+    if spans:
+        return _span_content(spans[-1])
+    numbers = _NUMBER_RE.findall(sentence) if last_number else []
+    return numbers[-1].rstrip(".,") if numbers else None
+
+
+def _last_sentence(text: str) -> str:
+    """The last sentence (or line) that has a digit or a math span."""
+    pieces = [p for p in re.split(r"\n+|(?<=[.!?])\s+(?=[A-Z])", text) if p.strip()]
+    for piece in reversed(pieces):
+        if re.search(r"\d|\$|\\\[|\\\(", piece):
+            return piece
+    return text
+
+
+def _clean_reply(text: str) -> str:
+    """Without ``<think>`` reasoning (when an answer follows it) and chat-template tokens."""
+    if "<think>" in text or "</think>" in text:
+        after = text.rsplit("</think>", 1)[-1] if "</think>" in text else _THINK_RE.sub(" ", text)
+        if after.strip():
+            text = after
+    return _CHAT_TOKEN_RE.sub(" ", text).strip()
+
+
+def final_boxes(text: str) -> list[str]:
+    """Every boxed answer of the line that holds the last box, when they are joined by short words
+    only (``x = \\boxed{2} or x = \\boxed{3}``): math-verify reads these as one answer list."""
+    if not isinstance(text, str):
+        return []
+    text = _clean_reply(text[-MAX_INPUT_CHARS:])
+    spans = _boxed_spans(text)
+    if len(spans) < 2:
+        return []
+    out = [spans[-1]]
+    for start, content in reversed(spans[:-1]):
+        between = text[start + len(content):out[-1][0]]
+        if "\n" in between or len(between) > 24 or re.search(r"[.!?](?:\s|$)", between):
+            break
+        out.append((start, content))
+    items: list[str] = []
+    for _, content in reversed(out):
+        if content.strip() and content.strip() not in items:
+            items.append(content.strip())
+    return items if len(items) > 1 else []
+
+
+def final_answer(text: str) -> str:
+    """The final answer of a whole reply, read the way math-verify's extraction reads it (see the
+    module docstring). A short answer without prose is returned whole."""
+    if not isinstance(text, str):
+        return ""
+    text = _clean_reply(text[-MAX_INPUT_CHARS:])
+    boxed = extract_boxed(text)
+    if boxed is not None:
+        return boxed.strip()
+    phrases = list(_FINAL_PHRASE_RE.finditer(text))
+    if phrases:
+        rest = text[phrases[-1].end():].strip()
+        m = _MATH_SPAN_RE.match(rest)
+        if m:
+            return _span_content(m)
+        rest = rest.split("\n", 1)[0]
+        rest = re.split(r"\.(?:\s|$)", rest, maxsplit=1)[0].strip().strip("*_").strip()
+        if not _is_prose(rest):
+            return rest
+        return _stated_value(rest) or rest
+    if not _is_prose(text):
+        return text
+    return _stated_value(_last_sentence(text), last_number=False) or text  # a bare number in prose is no answer

@@ -38,6 +38,7 @@ class Num:
 
     value: Fraction
     exact: bool
+    places: int = 0  # digits after the decimal point of a plain decimal (``2.6667``: 4), else 0
 
 
 def _scaled(mantissa: str, exp: int) -> Num | None:
@@ -54,7 +55,10 @@ def parse_number(s: str) -> Num | None:
         return None
     m = _PLAIN_RE.match(s)
     if m:
-        return _scaled(m.group(1), int(m.group(2) or 0))
+        plain = _scaled(m.group(1), int(m.group(2) or 0))
+        if plain is not None and m.group(2) is None and "." in m.group(1):
+            plain = Num(plain.value, False, len(m.group(1).split(".")[1]))
+        return plain
     m = _SCI_RE.match(s)
     if m:
         return _scaled(m.group(1), int(m.group(2) or m.group(3)))
@@ -85,10 +89,20 @@ def parse_number(s: str) -> Num | None:
     return None
 
 
+MIN_ROUNDED_PLACES = 2  # 0.33 may stand for 1/3; 0.3 may not
+
+
 def numbers_equal(a: Num, b: Num) -> bool:
-    """Exact values compare exactly; with a decimal point on either side, within 1e-6 relative."""
+    """Exact values compare exactly; with a decimal point on either side, within 1e-6 relative.
+    A decimal shown with two or more places also equals an exact value that rounds to it at that
+    precision (``0.33`` = 1/3, ``2.6667`` = 8/3; ``0.3`` != 1/3, ``0.34`` != 1/3): math-verify's
+    rounding of the reference to the reply's precision."""
     if a.exact and b.exact:
         return a.value == b.value
+    for dec, ref in ((a, b), (b, a)):
+        if dec.places >= MIN_ROUNDED_PLACES and ref.exact and dec.value != 0 and \
+                abs(ref.value - dec.value) * 2 * 10 ** dec.places <= 1:
+            return True
     diff = abs(a.value - b.value)
     return diff == 0 or diff <= Fraction(1, 10 ** 6) * max(abs(a.value), abs(b.value))
 

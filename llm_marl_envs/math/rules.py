@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .extraction import MAX_INPUT_CHARS, extract_answer, extract_boxed
+from .extraction import MAX_INPUT_CHARS, final_answer
 
 __all__ = ["normalize_answer", "parse_shape", "Shape", "too_costly", "depth_ok", "canon", "words_equal",
            "is_base_numeral", "MAX_ANSWER_CHARS", "MAX_LIST_ITEMS"]
@@ -41,8 +41,14 @@ _TEXT_RE = re.compile(r"\\(?:" + "|".join(_TEXT_CMDS) + r")\s*\{([^{}]*)\}")
 _MATH_WORDS = {"sin", "cos", "tan", "cot", "sec", "csc", "log", "ln", "exp", "sqrt", "pi", "and", "or", "infty",
                "oo", "inf", "arcsin", "arccos", "arctan", "sinh", "cosh", "tanh", "abs", "floor", "ceil", "max",
                "min", "gcd", "lcm", "mod", "binomial", "Rational", "root", "Abs", "ceiling"}
-_THOUSANDS_RE = re.compile(r"^[-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?$")
+_THOUSANDS_RE = re.compile(r"^[-+]?[1-9]\d{0,2}(?:,\d{3})+(?:\.\d+)?$")  # 0,111 is a decimal comma, not 111
 _CHOICE_RE = re.compile(r"^\(?([A-J])\)?$")
+_MATRIX_ENV_RE = re.compile(r"\\(begin|end)\{(?:bmatrix|Bmatrix|matrix|smallmatrix)\}")
+_ARRAY_RE = re.compile(r"[\[(]\s*\\begin\{array\}\s*\{[^{}]*\}(.*?)\\end\{array\}\s*[\])]", re.S)
+_CURRENCY_RE = re.compile(r"^(?:[€£¥₹₽]|USD|EUR|GBP|RUB)\s*|\s*(?:[€£¥₹₽]|\b(?:USD|EUR|GBP|RUB|rubles?|euros?|"
+                          r"dollars?|yuan|rupees?))$")
+_GLUED_UNIT_RE = re.compile(r"^([-+]?\d+(?:\.\d+)?)\s*(?:cm|mm|km|kg|mg|ml|mL|cm\^?2|m\^?2|km/h|mph|kph|hrs?|"
+                            r"min|sec|ft|yd|lbs?|oz)$")
 
 
 def _strip_units(s: str) -> str:
@@ -84,14 +90,13 @@ def normalize_answer(text: str) -> str:
     s = text.strip()
     if len(s) > MAX_INPUT_CHARS:
         s = s[-MAX_INPUT_CHARS:]
-    found = extract_answer(s, "answer_phrase")  # the last \boxed{}, else an "the answer is ..." phrase
-    if found is not None or extract_boxed(s) is not None:
-        s = found or ""
-    s = s.strip()
+    s = final_answer(s).strip()  # the last \boxed{}, an "answer" phrase, the value prose states (extraction.py)
     s = s.replace("\\!", "")  # a negative thin space: 18,\!000 is one number
     s = re.sub(r"\\(?:approx|simeq)(?![A-Za-z])|≈", "=", s).lstrip("= ")
-    s = re.sub(r"\\(le|ge)(?:q|qslant)?(?![A-Za-z])", r"\\\1q ", s)
-    s = s.replace("≤", "\\leq ").replace("≥", "\\geq ")
+    s = re.sub(r"\\(le|ge|ne)(?:q|qslant)?(?![A-Za-z])", r"\\\1q ", s)
+    s = s.replace("≤", "\\leq ").replace("≥", "\\geq ").replace("≠", "\\neq ")
+    s = s.replace("<=", "\\leq ").replace(">=", "\\geq ").replace("!=", "\\neq ")  # x >= 5 is x \geq 5
+    s = _MATRIX_ENV_RE.sub(r"\\\1{pmatrix}", s)  # bmatrix, matrix, ... : one spelling, math-verify reads it
     for a, b in (("\\dfrac", "\\frac"), ("\\tfrac", "\\frac"), ("\\cfrac", "\\frac"),
                  ("\\dbinom", "\\binom"), ("\\tbinom", "\\binom"),
                  ("\\lbrace", "\\{"), ("\\rbrace", "\\}"), ("\\langle", "("), ("\\rangle", ")"),
@@ -104,6 +109,7 @@ def normalize_answer(text: str) -> str:
         s = s.replace(a, b)
     s = re.sub(r"\\left\s*\.|\\right\s*\.", "", s)
     s = re.sub(r"\\(?:left|right|bigl|bigr|Bigl|Bigr|big|Big)(?![A-Za-z])", "", s)
+    s = _ARRAY_RE.sub(r"\\begin{pmatrix}\1\\end{pmatrix}", s)  # [\begin{array}{cc}...\end{array}] is a matrix
     s = re.sub(r"(?<!\\)\\[,;: ]|\\q?quad(?![A-Za-z])|~", " ", s)
     s = re.sub(r"(\d)_\{(\w+)\}", r"\1_\2", s)  # base subscripts: 4210_{7} = 4210_7
     s = s.replace("$", "").replace("\\(", "").replace("\\)", "").replace("\\[", "").replace("\\]", "")
@@ -123,7 +129,9 @@ def normalize_answer(text: str) -> str:
     s = re.sub(r"\s*\b(?:and|or)\b\s*", ", ", s)
     s = s.strip(" ,")
     s = re.sub(r"\.$", "", s).strip()
+    s = _CURRENCY_RE.sub("", s).strip()  # €5, 5 EUR, 1000,99 ₽
     s = _strip_units(s)
+    s = _GLUED_UNIT_RE.sub(r"\1", s)  # 12cm
     s = re.sub(r"\s*%$", "", s).strip()  # percent is a unit, like cm: 25% is the answer 25
     if re.fullmatch(r"[-+]?\s*\d.*degrees?", s):
         s = s.rsplit(" ", 1)[0]
@@ -143,7 +151,7 @@ def normalize_answer(text: str) -> str:
 class Shape:
     """The shape of one normalized answer (see ``docs/math.md``, "Shape")."""
 
-    kind: str  # choice | set | bare | seq | union | eq | scalar | text
+    kind: str  # choice | set | bare | seq | matrix | union | eq | scalar | text
     text: str = ""
     items: tuple["Shape", ...] = ()
     open: str = ""
@@ -151,6 +159,7 @@ class Shape:
 
 
 _OPENERS = {"(": ")", "[": "]", "{": "}"}
+_MATRIX_RE = re.compile(r"^\\begin\{pmatrix\}(.*)\\end\{pmatrix\}$", re.S)
 
 
 def depth_ok(s: str) -> bool:
@@ -229,6 +238,17 @@ def _is_name(lhs: str) -> bool:
     return bool(_NAME_RE.match(lhs) or _NAMES_RE.match(lhs))
 
 
+def _is_computation(lhs: str) -> bool:
+    """A constant expression without variables (``\\binom{5}{2}``, ``17 \\bmod 5``, ``e^{i\\pi}``): its
+    right side is the result. Letters in subscripts (``\\log_2``, ``\\lim_{x \\to 0}``) and the constants
+    ``e`` and ``i`` do not count as variables; anything else with a letter is an equation."""
+    bare = re.sub(r"\\(?:begin|end)\{[A-Za-z*]+\}|\\[A-Za-z]+|_\{[^{}]*\}|_[A-Za-z0-9]", " ", lhs)
+    bound = re.findall(r"\\lim_\{?\s*([A-Za-z])\s*\\(?:to|rightarrow)", lhs)  # lim_{x \to 0} f(x): x is bound
+    if bound:
+        bare = re.sub(f"[{''.join(bound)}]", " ", bare)
+    return bool(lhs.strip()) and not re.search(r"[A-DF-HJ-Za-df-hj-z]", bare)
+
+
 def _inequality(s: str) -> str | None:
     """A one-variable inequality as the interval it describes (``x \\leq 5`` -> ``(-\\infty, 5]``).
 
@@ -270,40 +290,53 @@ def parse_shape(s: str, depth: int = 0) -> Shape:
     m = _CHOICE_RE.match(s) or re.match(r"^\(([A-J])\)\s", s)
     if m:
         return Shape("choice", m.group(1))
-    if "\\begin" in s or "&" in s:  # a matrix or an aligned block: math-verify reads it whole
+    eq = _split_top(s, "=")
+    if len(eq) == 2 and eq[1].strip() and _is_computation(eq[0]):  # \\begin{vmatrix}...\\end{vmatrix} = 3
+        return parse_shape(eq[1], depth + 1)
+    m = _MATRIX_RE.match(s)
+    if m and "\\begin" not in m.group(1):  # a matrix: rows of entries, compared entry by entry
+        rows = [r for r in (x.strip() for x in re.split(r"\\\\", m.group(1))) if r]
+        if 0 < len(rows) <= MAX_LIST_ITEMS:
+            return Shape("matrix", s, items=tuple(
+                Shape("seq", open="[", close="]", items=tuple(parse_shape(e, depth + 1) for e in r.split("&")))
+                for r in rows))
+    if "\\begin" in s or "&" in s:  # another environment or an aligned block: math-verify reads it whole
         return Shape("scalar", s)
+    semi = [p.strip() for p in _split_top(s, ";")]
+    if len(semi) > 1 and all(semi):  # "p=5,q=2; p=7,q=2": answers separated by semicolons
+        return Shape("bare", s, items=tuple(parse_shape(p, depth + 1) for p in semi))
     if "\\cup" in s:
         parts = [p for p in (x.strip() for x in s.split("\\cup")) if p]
         if len(parts) > 1:
-            return Shape("union", items=tuple(parse_shape(p, depth + 1) for p in parts))
+            return Shape("union", s, items=tuple(parse_shape(p, depth + 1) for p in parts))
     if s.startswith("\\{") and s.endswith("\\}") and _outer_close(s) == len(s) - 2:
         inner = s[2:-2].strip()
         items = [p.strip() for p in _split_top(inner, ",")] if inner else []
-        return Shape("set", items=tuple(parse_shape(p, depth + 1) for p in items if p))
+        return Shape("set", s, items=tuple(parse_shape(p, depth + 1) for p in items if p))
     if s[0] in _OPENERS and _outer_close(s) == len(s) - 1 and s[-1] in ")]}":
         inner = s[1:-1]
         parts = [p.strip() for p in _split_top(inner, ",")]
         if s[0] == "{" and s[-1] == "}":
             if len(parts) == 1:
                 return parse_shape(inner, depth + 1)  # LaTeX grouping
-            return Shape("set", items=tuple(parse_shape(p, depth + 1) for p in parts))
+            return Shape("set", s, items=tuple(parse_shape(p, depth + 1) for p in parts))
         if len(parts) == 1 and s[0] + s[-1] in ("()", "[]"):
             return parse_shape(inner, depth + 1)
         if len(parts) > 1:
-            return Shape("seq", open=s[0], close=s[-1], items=tuple(parse_shape(p, depth + 1) for p in parts))
+            return Shape("seq", s, open=s[0], close=s[-1], items=tuple(parse_shape(p, depth + 1) for p in parts))
     parts = [p.strip() for p in _split_top(s, ",")]
     if len(parts) > 1:
         if any(not p for p in parts):
             return Shape("text", s)
-        return Shape("bare", items=tuple(parse_shape(p, depth + 1) for p in parts))
+        return Shape("bare", s, items=tuple(parse_shape(p, depth + 1) for p in parts))
     m = _IN_RE.match(s)
     if m and _is_name(m.group(1)):
         return parse_shape(m.group(2), depth + 1)
     eq = _split_top(s, "=")
     if len(eq) >= 2 and all(p.strip() for p in eq):
         lhs, rhs = eq[0].strip(), eq[-1].strip()
-        if len(eq) == 2 and _is_name(lhs):
-            return parse_shape(rhs, depth + 1)
+        if len(eq) == 2 and (_is_name(lhs) or _is_computation(lhs)):
+            return parse_shape(rhs, depth + 1)  # x = 3 and \\binom{5}{2} = 10 both answer their right side
         if len(eq) > 2:
             return parse_shape(rhs, depth + 1)
         return Shape("eq", lhs + "=" + rhs)
@@ -312,7 +345,7 @@ def parse_shape(s: str, depth: int = 0) -> Shape:
         return parse_shape(interval, depth + 1)
     if "\\pm" in s and s.count("\\pm") == 1:
         a, b = s.split("\\pm")
-        return Shape("bare", items=(parse_shape(f"{a}+{b}", depth + 1), parse_shape(f"{a}-{b}", depth + 1)))
+        return Shape("bare", s, items=(parse_shape(f"{a}+{b}", depth + 1), parse_shape(f"{a}-{b}", depth + 1)))
     return Shape("scalar", s)
 
 

@@ -16,6 +16,12 @@ statements: ``2=3`` equals ``1=4``). Maxima's ``%pi``/``%e``/``%i`` are written
 ``pi``/``e``/``i``. Three pairs stay in the file with ``"scored": false`` and a note:
 two that STACK's fixture itself says it does not simplify, and one float-noise pair
 that contradicts this checker's documented decimal tolerance.
+
+Issue 22 added the math-verify reward tests of AReaL (replies in prose, ``expr = result``,
+rounded decimals) and SkyRL's AIME env tests (``Answer: ...``), skipping rows the source marks
+as its own format rule (``\\boxed{0.5}`` must be written ``\\frac{1}{2}``, end-of-sequence
+tokens) or as a known bad case, and the Geometry3K rows that read the source's own ``[answer]``
+bracket format.
 """
 
 from __future__ import annotations
@@ -50,16 +56,38 @@ def test_table_is_large_cited_and_independent():
     assert len({p["source"].split("@")[0] for p in pairs}) >= 10
 
 
-@pytest.mark.slow
-def test_agreement_with_other_graders():
-    """>= 92% agreement, and never "equal" where the source says "not equal"."""
-    scored = [p for p in load_pairs() if p.get("scored", True)]
+def _verdicts(pairs: list[dict]) -> list[tuple[dict, bool]]:
     configure(timeout_s=10.0)  # measure what the checker decides, not how loaded the test machine is
     try:
-        verdicts = [(p, is_equivalent(p["prediction"], p["reference"])) for p in scored]
+        return [(p, is_equivalent(p["prediction"], p["reference"])) for p in pairs]
     finally:
         configure(timeout_s=3.0)
+
+
+@pytest.mark.slow
+def test_agreement_with_other_graders():
+    """>= 95% agreement, and never "equal" where the source says "not equal"."""
+    verdicts = _verdicts([p for p in load_pairs() if p.get("scored", True)])
     agreement = sum(got == p["equal"] for p, got in verdicts) / len(verdicts)
     false_positives = [(p["prediction"], p["reference"], p["source"]) for p, got in verdicts if got and not p["equal"]]
     assert not false_positives
-    assert agreement >= 0.92, f"agreement {agreement:.3f}"
+    assert agreement >= 0.95, f"agreement {agreement:.3f}"
+
+
+@pytest.mark.slow
+def test_not_below_math_verify_alone_on_any_source():
+    """On every source, the checker agrees at least as often as math-verify 0.9.0 alone with its defaults
+    (``verify(parse(reference), parse(prediction))``), the layer it falls back to."""
+    math_verify = pytest.importorskip("math_verify")
+    verdicts = _verdicts([p for p in load_pairs() if p.get("scored", True)])
+    ours: dict[str, int] = {}
+    alone: dict[str, int] = {}
+    for p, got in verdicts:
+        repo = p["source"].split("@")[0]
+        try:
+            mv = bool(math_verify.verify(math_verify.parse(p["reference"]), math_verify.parse(p["prediction"])))
+        except Exception:  # noqa: BLE001 - as a user calling math-verify sees it: an error is "not equal"
+            mv = False
+        ours[repo] = ours.get(repo, 0) + (got == p["equal"])
+        alone[repo] = alone.get(repo, 0) + (mv == p["equal"])
+    assert {repo: (ours[repo], alone[repo]) for repo in ours if ours[repo] < alone[repo]} == {}

@@ -13,7 +13,10 @@ import statistics
 import time
 from collections.abc import Callable
 
-from llm_marl_envs.puzzles import parse_moves, planpath, sokoban, sudoku
+from llm_marl_envs.grid.moves import parse_moves
+from llm_marl_envs.grid.planpath import puzzle as planpath
+from llm_marl_envs.grid.sokoban import puzzle as sokoban
+from llm_marl_envs.grid.sudoku import puzzle as sudoku
 
 
 def per_call(fn: Callable[[int], object], n: int, repeats: int = 3) -> float:

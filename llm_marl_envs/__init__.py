@@ -7,7 +7,7 @@
     par = pettingzoo.make("parallel", "llm_marl/Sudoku-v0")   # or llm_marl_envs.make_parallel(...)
 
 Each task module also offers PettingZoo's module functions ``env()`` (wrapped), ``raw_env``
-and ``parallel_env()`` (``from llm_marl_envs import sokoban; sokoban.env()``), made by
+and ``parallel_env()`` (``from llm_marl_envs.grid import sokoban; sokoban.env()``), made by
 :func:`pettingzoo_functions`. A new task subclasses :class:`LLMTeamEnv`, defines them with
 one line and calls :func:`register_task` (one line below per task module); see
 docs/adding_a_task.md.
@@ -19,9 +19,9 @@ from .registry import (NAMESPACE, PettingZooFunctions, full_id, make, make_paral
                        register_task, registered_tasks)
 
 # One line per task module: id, "module:EnvClass" (imported lazily on first make).
-register_task("llm_marl/Sokoban-v0", "llm_marl_envs.sokoban:SokobanEnv")
-register_task("llm_marl/Sudoku-v0", "llm_marl_envs.sudoku:SudokuEnv")
-register_task("llm_marl/PlanPath-v0", "llm_marl_envs.planpath:PlanPathEnv")
+register_task("llm_marl/Sokoban-v0", "llm_marl_envs.grid.sokoban:SokobanEnv")
+register_task("llm_marl/Sudoku-v0", "llm_marl_envs.grid.sudoku:SudokuEnv")
+register_task("llm_marl/PlanPath-v0", "llm_marl_envs.grid.planpath:PlanPathEnv")
 register_task("llm_marl/Code-v0", "llm_marl_envs.code:CodeEnv")
 register_task("llm_marl/Math-v0", "llm_marl_envs.math.env:MathEnv")
 

@@ -3,9 +3,10 @@
     python3 -m llm_marl_envs.demo [--seed 0] [--sandbox auto] [--quiet]
 
 The ``tool`` role writes the task's real search program (its expert, see
-``LLMTeamEnv.expert_action``) that runs in the
-sandbox on the state it is given on stdin; the ``executor`` answers the moves (or grid)
-of the built-in solver from the *current* state. No model is involved: this shows the
+``LLMTeamEnv.expert_action``; the program is the task's ``expert.py``, e.g.
+``llm_marl_envs/grid/sokoban/expert.py``) that runs in the sandbox on the state it is
+given on stdin; the ``executor`` answers the moves (or grid) of the built-in solver from
+the *current* state. No model is involved: this shows the
 environments, their prompts, the sandbox and the rewards end to end.
 """
 
@@ -16,15 +17,10 @@ import sys
 import time
 from typing import Any, Callable
 
-from . import make, planpath, sokoban, sudoku
+from . import make
 from .base import LLMTeamEnv
 
-__all__ = ["TOOL_PROGRAMS", "scripted_action", "play_episode", "main"]
-
-
-#: The expert tool's program of each grid task (by env class name); they live in the task modules.
-TOOL_PROGRAMS: dict[str, str] = {"SokobanEnv": sokoban.EXPERT_PROGRAM, "PlanPathEnv": planpath.EXPERT_PROGRAM,
-                                 "SudokuEnv": sudoku.EXPERT_PROGRAM}
+__all__ = ["scripted_action", "play_episode", "main"]
 
 
 def scripted_action(env: LLMTeamEnv, agent: str) -> str:

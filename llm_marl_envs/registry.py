@@ -4,7 +4,7 @@ PettingZoo 1.27 has a Gymnasium-style registry (``pettingzoo.register`` /
 ``pettingzoo.make(env_type, id)``, separate ``"aec"`` and ``"parallel"`` registries).
 :func:`register_task` writes a task into both::
 
-    register_task("llm_marl/Sokoban-v0", "llm_marl_envs.sokoban:SokobanEnv", max_turns=5)
+    register_task("llm_marl/Sokoban-v0", "llm_marl_envs.grid.sokoban:SokobanEnv", max_turns=5)
 
     pettingzoo.make("aec", "llm_marl/Sokoban-v0", size=7)        # the AEC env itself
     pettingzoo.make("parallel", "llm_marl/Sokoban-v0")           # turn_based_aec_to_parallel(env)

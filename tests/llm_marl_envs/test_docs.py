@@ -1,7 +1,7 @@
 """Every env module's docstring is its manual, in one format, and agrees with the env and docs/:
 the summary table matches the live env and is repeated verbatim in docs/, the sections come in
 one order, the arguments are documented, the ``>>>`` examples run (doctest), and the grid reward
-formulas are one text (:data:`llm_marl_envs.grid.REWARD_FORMULAS`) that the code computes."""
+formulas are one text (:data:`llm_marl_envs.grid.base.REWARD_FORMULAS`) that the code computes."""
 
 import doctest
 import importlib
@@ -15,21 +15,21 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from llm_marl_envs import grid
+from llm_marl_envs.grid import base as grid
 from llm_marl_envs.base import LLMTeamEnv
 
 ROOT = Path(__file__).resolve().parents[2]
 
 #: Each env module, its registered id and the docs/ page that repeats its summary table.
 MODULES = {
-    "llm_marl_envs.sokoban": ("llm_marl/Sokoban-v0", "docs/environments.md"),
-    "llm_marl_envs.sudoku": ("llm_marl/Sudoku-v0", "docs/environments.md"),
-    "llm_marl_envs.planpath": ("llm_marl/PlanPath-v0", "docs/environments.md"),
+    "llm_marl_envs.grid.sokoban": ("llm_marl/Sokoban-v0", "docs/environments.md"),
+    "llm_marl_envs.grid.sudoku": ("llm_marl/Sudoku-v0", "docs/environments.md"),
+    "llm_marl_envs.grid.planpath": ("llm_marl/PlanPath-v0", "docs/environments.md"),
     "llm_marl_envs.code.env": ("llm_marl/Code-v0", "docs/code.md"),
     "llm_marl_envs.math.env": ("llm_marl/Math-v0", "docs/math.md"),
     "llm_marl_envs.examples.arithmetic": ("llm_marl/Arithmetic-v0", "docs/adding_a_task.md"),
 }
-GRID_MODULES = ["llm_marl_envs.sokoban", "llm_marl_envs.sudoku", "llm_marl_envs.planpath"]
+GRID_MODULES = ["llm_marl_envs.grid.sokoban", "llm_marl_envs.grid.sudoku", "llm_marl_envs.grid.planpath"]
 SECTIONS = ["## Roles", "## Observation", "## Action", "## Rewards", "## Episode end", "## Arguments", "## Example",
             "## Version history"]
 TABLE_KEYS = ["Import", "Registered id", "Actions", "Parallel API", "Agents", "Number of agents", "Action space",
@@ -125,7 +125,7 @@ def test_docstring_examples_run(name):
 # ------------------------------------------------------------------ the grid reward formulas
 def test_grid_reward_formulas_are_quoted_verbatim():
     block = f"```text\n{grid.REWARD_FORMULAS}\n```"
-    for name in ["llm_marl_envs.grid"] + GRID_MODULES:
+    for name in ["llm_marl_envs.grid.base"] + GRID_MODULES:
         assert block in importlib.import_module(name).__doc__, f"{name} does not quote grid.REWARD_FORMULAS"
     assert block in (ROOT / "docs" / "environments.md").read_text()
 
@@ -162,7 +162,7 @@ def test_tool_reward_is_the_formula(p_sim, best, best_proposal):
 
 def test_invalid_formula_is_what_the_base_env_gives():
     assert eval(FORMULAS[("invalid", "team")], {}, {}) == 0
-    from llm_marl_envs import sokoban
+    from llm_marl_envs.grid import sokoban
 
     env = sokoban.raw_env(levels=["#######\n#@ $ .#\n#######"], invalid_penalty=0.3)
     env.reset(seed=0)

@@ -20,9 +20,9 @@ pytestmark = [pytest.mark.filterwarnings("ignore::UserWarning:pettingzoo.test.ap
 
 #: Every task module and its registered id.
 TASK_MODULES = {
-    "llm_marl_envs.sokoban": "llm_marl/Sokoban-v0",
-    "llm_marl_envs.sudoku": "llm_marl/Sudoku-v0",
-    "llm_marl_envs.planpath": "llm_marl/PlanPath-v0",
+    "llm_marl_envs.grid.sokoban": "llm_marl/Sokoban-v0",
+    "llm_marl_envs.grid.sudoku": "llm_marl/Sudoku-v0",
+    "llm_marl_envs.grid.planpath": "llm_marl/PlanPath-v0",
     "llm_marl_envs.code.env": "llm_marl/Code-v0",
     "llm_marl_envs.math.env": "llm_marl/Math-v0",
     "llm_marl_envs.examples.arithmetic": "llm_marl/Arithmetic-v0",
@@ -146,7 +146,7 @@ def test_max_cycles_is_max_turns_everywhere(sandbox):
 
 
 def test_no_warnings_from_the_wrapper_in_a_plain_loop(sandbox):
-    from llm_marl_envs import planpath
+    from llm_marl_envs.grid import planpath
 
     env = planpath.env(sandbox=sandbox, size=4, max_turns=1)
     with warnings.catch_warnings():

@@ -13,7 +13,7 @@ import re
 
 import numpy as np
 
-from .render import draw_grid_lines, draw_text_in_cell, new_canvas
+from ..render import draw_grid_lines, draw_text_in_cell, new_canvas
 
 __all__ = ["Grid", "generate", "count_solutions", "solve", "parse_grid", "parse_puzzle_string",
            "grid_to_string", "check_answer", "correct_cells", "find_conflict", "render_text",

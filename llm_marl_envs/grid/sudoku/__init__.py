@@ -1,7 +1,7 @@
 r"""Sudoku-v0: fill the grid so every row, column and box holds each digit once, as a
 tool/executor team.
 
-| Import | `from llm_marl_envs import sudoku` |
+| Import | `from llm_marl_envs.grid import sudoku` |
 |---|---|
 | Registered id | `llm_marl/Sudoku-v0` |
 | Actions | Text |
@@ -14,7 +14,7 @@ tool/executor team.
 | Default max turns | 4 |
 | Render modes | `ansi`, `human`, `rgb_array` |
 
-A grid task (:mod:`llm_marl_envs.grid`): the tool writes a solver program, the executor
+A grid task (:mod:`llm_marl_envs.grid.base`): the tool writes a solver program, the executor
 answers the grid that is applied. Generated puzzles have exactly one solution (checked
 by the solver). Given puzzles must be solvable; if one has several solutions, any
 complete valid grid solves it and progress counts agreement with the solver's first one.
@@ -26,7 +26,7 @@ complete valid grid solves it and progress counts agreement with the solver's fi
 - ``tool`` writes a Python program in a ```` ```python ```` block. It runs in the sandbox
   with the current grid on stdin (rows of digits, ``.`` for blanks, ``|`` between boxes,
   ``-+-`` lines between box bands); its printed output should propose a grid (read with
-  :func:`llm_marl_envs.puzzles.sudoku.parse_grid`).
+  :func:`llm_marl_envs.grid.sudoku.puzzle.parse_grid`).
 - ``executor`` sees the grid, the tool's program, output and parsed proposal, and answers
   the grid that is applied.
 
@@ -34,7 +34,7 @@ complete valid grid solves it and progress counts agreement with the solver's fi
 
 ``{"prompt": str}``: the current grid, the legend, how many blanks remain, earlier turns,
 the answer format, and for the executor the tool's program and output
-(``prompt_style="compact"``: a few lines, see :mod:`llm_marl_envs.grid`). ``state()`` is
+(``prompt_style="compact"``: a few lines, see :mod:`llm_marl_envs.grid.base`). ``state()`` is
 the grid and the progress.
 
 ## Action
@@ -47,7 +47,7 @@ proposal is checked the same way (an illegal proposal earns nothing).
 
 ## Rewards
 
-``reward = alpha * team + local``, given to the acting role (:data:`llm_marl_envs.grid.REWARD_FORMULAS`):
+``reward = alpha * team + local``, given to the acting role (:data:`llm_marl_envs.grid.base.REWARD_FORMULAS`):
 
 ```text
 executor  team  = 1[solved]
@@ -61,7 +61,7 @@ invalid   team  = 0
 with progress ``p(grid) = correct(grid) / blanks``, ``correct`` the puzzle's blank cells
 holding the solution's digit and ``blanks`` the puzzle's blank count (``p = 1`` when
 solved, i.e. complete with no rule broken); ``optimal``: solved in the first turn.
-``best``/``best_proposal``: see :mod:`llm_marl_envs.grid`.
+``best``/``best_proposal``: see :mod:`llm_marl_envs.grid.base`.
 
 ## Episode end
 
@@ -77,14 +77,14 @@ Terminated when solved (``success=True``); truncated after ``max_turns`` turns
 - ``split``: ``"train"``/``"eval"`` (disjoint halves by a hash of the puzzle); default
   ``"all"`` when ``puzzles`` are given, else ``"train"``.
 - ``optimal_bonus=0.5``, ``tool_timeout_s=5``, ``tool_memory_mb=256``,
-  ``prompt_style="full"`` (or ``"compact"``): those of :mod:`llm_marl_envs.grid`.
+  ``prompt_style="full"`` (or ``"compact"``): those of :mod:`llm_marl_envs.grid.base`.
 - ``max_turns=4`` (or ``max_cycles``), ``alpha=1.0``, ``invalid_penalty=0.1``,
   ``sandbox="auto"``, ``sandbox_limits``, ``render_mode`` (``"ansi"``, ``"human"``,
   ``"rgb_array"``): those of :class:`~llm_marl_envs.base.LLMTeamEnv`.
 
 ## Example
 
->>> from llm_marl_envs import sudoku
+>>> from llm_marl_envs.grid import sudoku
 >>> env = sudoku.env(puzzles=["1.3...1..1..3..."])
 >>> env.reset(seed=0)
 >>> env.step("I have no program.")          # tool: no ```python block, invalid
@@ -98,6 +98,7 @@ Terminated when solved (``success=True``); truncated after ``max_turns`` turns
 
 - v0: initial version. Later additions that change no episode (the module functions
   ``env``/``raw_env``/``parallel_env``, ``state_space``, the ``max_cycles`` check) keep v0.
+  The module moved from ``llm_marl_envs.sudoku`` to ``llm_marl_envs.grid.sudoku`` (no episode changed).
 """
 
 from __future__ import annotations
@@ -106,10 +107,11 @@ import dataclasses
 import random
 from typing import Any, Sequence
 
-from .base import stable_hash
-from .grid import Applied, GridState, GridToolEnv
-from .puzzles import sudoku as sd
-from .registry import pettingzoo_functions
+from llm_marl_envs.base import stable_hash
+from llm_marl_envs.registry import pettingzoo_functions
+
+from ..base import Applied, GridState, GridToolEnv, expert_program_text
+from . import puzzle as sd
 
 __all__ = ["SudokuEnv", "SudokuTask", "env", "parallel_env", "raw_env"]
 
@@ -231,7 +233,7 @@ class SudokuEnv(GridToolEnv):
 
     # the expert
     def expert_program(self) -> str:
-        return EXPERT_PROGRAM
+        return expert_program_text(__name__)
 
     def expert_solution(self) -> sd.Grid:
         return self.task.solution
@@ -239,42 +241,6 @@ class SudokuEnv(GridToolEnv):
     def answer_action(self, answer: sd.Grid) -> str:
         return "Answer:\n" + "\n".join(" ".join(str(v) if v else "." for v in row) for row in answer)
 
-
-#: The expert tool's program: a search over the rows it reads on stdin (see ``expert_text``).
-EXPERT_PROGRAM = r'''import sys
-
-rows = [line.split() for line in sys.stdin.read().split("\n") if line.strip() and "-" not in line]
-rows = [[x for x in row if x != "|"] for row in rows]
-n = len(rows)
-b = int(round(n ** 0.5))
-grid = [[0 if x in ".0" else int(x) for x in row] for row in rows]
-
-def ok(r, c, v):
-    if any(grid[r][j] == v for j in range(n)) or any(grid[i][c] == v for i in range(n)):
-        return False
-    r0, c0 = r - r % b, c - c % b
-    return all(grid[i][j] != v for i in range(r0, r0 + b) for j in range(c0, c0 + b))
-
-def solve():
-    for r in range(n):
-        for c in range(n):
-            if grid[r][c] == 0:
-                for v in range(1, n + 1):
-                    if ok(r, c, v):
-                        grid[r][c] = v
-                        if solve():
-                            return True
-                        grid[r][c] = 0
-                return False
-    return True
-
-if solve():
-    print("Answer:")
-    for row in grid:
-        print(" ".join(map(str, row)))
-else:
-    print("no solution")
-'''
 
 #: PettingZoo's module functions: ``env()`` (wrapped), ``raw_env``, ``parallel_env()``.
 raw_env, env, parallel_env = pettingzoo_functions(SudokuEnv)

@@ -1,6 +1,6 @@
 r"""Sokoban-v0: push every box onto a goal, as a tool/executor team.
 
-| Import | `from llm_marl_envs import sokoban` |
+| Import | `from llm_marl_envs.grid import sokoban` |
 |---|---|
 | Registered id | `llm_marl/Sokoban-v0` |
 | Actions | Text |
@@ -13,7 +13,7 @@ r"""Sokoban-v0: push every box onto a goal, as a tool/executor team.
 | Default max turns | 4 |
 | Render modes | `ansi`, `human`, `rgb_array` |
 
-A grid task (:mod:`llm_marl_envs.grid`): the tool writes a search program, the executor
+A grid task (:mod:`llm_marl_envs.grid.base`): the tool writes a search program, the executor
 answers the moves that are applied. Procedural levels come from reverse play and are
 verified by the built-in optimal solver, which also gives the optimal length.
 
@@ -24,7 +24,7 @@ verified by the built-in optimal solver, which also gives the optimal length.
 - ``tool`` writes a Python program in a ```` ```python ```` block. It runs in the sandbox
   (``tool_timeout_s``, ``tool_memory_mb``) with the current level in XSB text on stdin;
   its printed output should propose moves (``U``/``D``/``L``/``R``, read with
-  :func:`llm_marl_envs.puzzles.moves.parse_moves`). Nothing is applied.
+  :func:`llm_marl_envs.grid.moves.parse_moves`). Nothing is applied.
 - ``executor`` sees the level, the tool's program, its output and the parsed proposal,
   and answers the moves that are applied, e.g. ``Answer: R R D``.
 
@@ -34,7 +34,7 @@ verified by the built-in optimal solver, which also gives the optimal length.
 wall, ``@`` player, ``+`` player on goal, ``$`` box, ``*`` box on goal, ``.`` goal, space
 floor), boxes on goals, moves used, the history of earlier turns, the answer format, and
 for the executor the tool's program and output of this turn (``prompt_style="compact"``:
-a few lines, see :mod:`llm_marl_envs.grid`). ``state()`` is the level and the progress.
+a few lines, see :mod:`llm_marl_envs.grid.base`). ``state()`` is the level and the progress.
 
 ## Action
 
@@ -45,7 +45,7 @@ solved are ignored. Tool: invalid without a fenced code block.
 
 ## Rewards
 
-``reward = alpha * team + local``, given to the acting role (:data:`llm_marl_envs.grid.REWARD_FORMULAS`):
+``reward = alpha * team + local``, given to the acting role (:data:`llm_marl_envs.grid.base.REWARD_FORMULAS`):
 
 ```text
 executor  team  = 1[solved]
@@ -58,9 +58,9 @@ invalid   team  = 0
 
 with progress ``p(level) = clip(1 - D(level) / D0, 0, 1)``, where ``D`` is the minimum
 total Manhattan distance of a one-to-one box-to-goal assignment
-(:func:`~llm_marl_envs.puzzles.sokoban.box_goal_distance`) and ``D0`` its value at the
+(:func:`~llm_marl_envs.grid.sokoban.puzzle.box_goal_distance`) and ``D0`` its value at the
 start (``p = 1`` exactly when every box is on a goal); ``optimal``: total moves equal the
-optimal solution's length. ``best``/``best_proposal``: see :mod:`llm_marl_envs.grid`.
+optimal solution's length. ``best``/``best_proposal``: see :mod:`llm_marl_envs.grid.base`.
 
 ## Episode end
 
@@ -76,14 +76,14 @@ Terminated when solved (``success=True``); truncated after ``max_turns`` turns
 - ``split``: ``"train"``/``"eval"`` (disjoint halves by a hash of the level text);
   default ``"all"`` when ``levels`` are given, else ``"train"``.
 - ``optimal_bonus=0.5``, ``tool_timeout_s=5``, ``tool_memory_mb=256``,
-  ``prompt_style="full"`` (or ``"compact"``): those of :mod:`llm_marl_envs.grid`.
+  ``prompt_style="full"`` (or ``"compact"``): those of :mod:`llm_marl_envs.grid.base`.
 - ``max_turns=4`` (or ``max_cycles``), ``alpha=1.0``, ``invalid_penalty=0.1``,
   ``sandbox="auto"``, ``sandbox_limits``, ``render_mode`` (``"ansi"``, ``"human"``,
   ``"rgb_array"``): those of :class:`~llm_marl_envs.base.LLMTeamEnv`.
 
 ## Example
 
->>> from llm_marl_envs import sokoban
+>>> from llm_marl_envs.grid import sokoban
 >>> env = sokoban.env(levels=["#######\n#@ $ .#\n#######"])
 >>> env.reset(seed=0)
 >>> env.step("I have no program.")          # tool: no ```python block, invalid
@@ -99,6 +99,7 @@ Terminated when solved (``success=True``); truncated after ``max_turns`` turns
 
 - v0: initial version. Later additions that change no episode (the module functions
   ``env``/``raw_env``/``parallel_env``, ``state_space``, the ``max_cycles`` check) keep v0.
+  The module moved from ``llm_marl_envs.sokoban`` to ``llm_marl_envs.grid.sokoban`` (no episode changed).
 """
 
 from __future__ import annotations
@@ -108,10 +109,12 @@ import os
 import random
 from typing import Any, Sequence
 
-from .grid import Applied, GridState, GridToolEnv
-from .puzzles import sokoban as sk
-from .puzzles.moves import parse_moves
-from .registry import pettingzoo_functions
+from llm_marl_envs.base import stable_hash
+from llm_marl_envs.registry import pettingzoo_functions
+
+from ..base import Applied, GridState, GridToolEnv, expert_program_text
+from ..moves import parse_moves
+from . import puzzle as sk
 
 __all__ = ["SokobanEnv", "SokobanTask", "env", "parallel_env", "raw_env"]
 
@@ -210,7 +213,7 @@ class SokobanEnv(GridToolEnv):
 
     # the expert
     def expert_program(self) -> str:
-        return EXPERT_PROGRAM
+        return expert_program_text(__name__)
 
     def expert_solution(self) -> list[str]:
         return list(sk.solve(self.game_state.board) or "U")
@@ -221,51 +224,4 @@ raw_env, env, parallel_env = pettingzoo_functions(SokobanEnv)
 
 
 def _digest(level: sk.SokobanLevel) -> str:
-    from .base import stable_hash
-
     return stable_hash(sk.to_xsb(level))[:12]
-
-
-#: The expert tool's program: a search over the rows it reads on stdin (see ``expert_text``).
-EXPERT_PROGRAM = r'''import sys
-from collections import deque
-
-rows = sys.stdin.read().rstrip("\n").split("\n")
-walls, goals, boxes, player = set(), set(), set(), None
-for r, line in enumerate(rows):
-    for c, ch in enumerate(line):
-        if ch == "#": walls.add((r, c))
-        if ch in ".+*": goals.add((r, c))
-        if ch in "$*": boxes.add((r, c))
-        if ch in "@+": player = (r, c)
-moves = {"U": (-1, 0), "D": (1, 0), "L": (0, -1), "R": (0, 1)}
-start = (player, frozenset(boxes))
-parent = {start: None}
-queue = deque([start])
-while queue:
-    state = queue.popleft()
-    (pr, pc), bx = state
-    if bx == goals:
-        path = []
-        while parent[state] is not None:
-            state, m = parent[state]
-            path.append(m)
-        print("Answer: " + "".join(reversed(path)))
-        break
-    for m, (dr, dc) in moves.items():
-        p1 = (pr + dr, pc + dc)
-        if p1 in walls:
-            continue
-        nb = bx
-        if p1 in bx:
-            p2 = (p1[0] + dr, p1[1] + dc)
-            if p2 in walls or p2 in bx:
-                continue
-            nb = (bx - {p1}) | {p2}
-        nxt = (p1, nb)
-        if nxt not in parent:
-            parent[nxt] = (state, m)
-            queue.append(nxt)
-else:
-    print("no solution found")
-'''

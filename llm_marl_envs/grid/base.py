@@ -62,12 +62,14 @@ Prompt styles (argument ``prompt_style``, shared by every grid task):
 from __future__ import annotations
 
 import dataclasses
+import functools
+import importlib.resources
 from typing import Any, ClassVar
 
-from .base import LLMTeamEnv, StepOutcome, extract_code_block
+from llm_marl_envs.base import LLMTeamEnv, StepOutcome, extract_code_block
 
 __all__ = ["Applied", "GridState", "GridToolEnv", "PROMPT_STYLES", "REWARD_FORMULAS", "ToolRun", "executor_reward",
-           "tool_reward"]
+           "expert_program_text", "tool_reward"]
 
 #: Values of the ``prompt_style`` argument of the grid tasks.
 PROMPT_STYLES = ("full", "compact")
@@ -98,6 +100,18 @@ def tool_reward(p_simulated: float, best: float, best_proposal: float) -> tuple[
     """``(team, local)`` of a legal tool proposal (see :data:`REWARD_FORMULAS`); ``would_solve``
     is ``p_simulated >= 1``."""
     return (1.0 if p_simulated >= 1.0 else 0.0), max(0.0, p_simulated - max(best, best_proposal))
+
+
+@functools.cache
+def expert_program_text(package: str, name: str = "expert.py") -> str:
+    """The text of the expert program file ``name`` of a task package (``"llm_marl_envs.grid.sokoban"``).
+
+    Read as package data with :mod:`importlib.resources` (it ships in the wheel beside the task's
+    modules) and never imported: it is a program the tool role writes, run in the sandbox with the
+    board on stdin, not a module of the package. The text is used as it is (warm-start
+    demonstrations are tokenized from it).
+    """
+    return importlib.resources.files(package).joinpath(name).read_text(encoding="utf-8")
 
 
 #: Characters of the tool's stdout/stderr shown in prompts (tail kept).
@@ -333,7 +347,8 @@ class GridToolEnv(LLMTeamEnv):
 
     # ------------------------------------------------------------------ the expert
     def expert_program(self) -> str:
-        """The expert tool's Python program (reads the rows on stdin, prints the answer)."""
+        """The expert tool's Python program (reads the rows on stdin, prints the answer); the tasks
+        keep it in a file of their package, read with :func:`expert_program_text`."""
         raise NotImplementedError(f"{type(self).__name__} has no expert tool program")
 
     def expert_solution(self) -> Any:

@@ -1,4 +1,4 @@
-"""Small numpy drawing helpers shared by the puzzles' ``render_rgb`` functions.
+"""Small numpy drawing helpers shared by the grid tasks' ``render_rgb`` functions.
 
 Images are ``uint8`` arrays of shape ``(height, width, 3)``. No fonts, no pygame: text
 is drawn with a built-in 3x5 bitmap font scaled to the cell size.

@@ -12,11 +12,11 @@ from pettingzoo.test import api_test, parallel_api_test, parallel_seed_test, see
 
 import llm_marl_envs
 from llm_marl_envs import split_of
-from llm_marl_envs.demo import TOOL_PROGRAMS, play_episode, scripted_action
-from llm_marl_envs.puzzles import planpath as pp
-from llm_marl_envs.puzzles import sokoban as sk
-from llm_marl_envs.puzzles import sudoku as sd
-from llm_marl_envs.puzzles.moves import parse_moves
+from llm_marl_envs.demo import play_episode, scripted_action
+from llm_marl_envs.grid.moves import parse_moves
+from llm_marl_envs.grid.planpath import puzzle as pp
+from llm_marl_envs.grid.sokoban import puzzle as sk
+from llm_marl_envs.grid.sudoku import puzzle as sd
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning:pettingzoo.test.api_test")
 
@@ -330,7 +330,7 @@ def test_scripted_team_with_real_bfs_program_solves(task_id, sandbox):
     summary = play_episode(env, seed=2)
     assert summary["success"] and summary["turns"] == 1
     assert env.transcript[0].info["tool_status"] == "ok" and env.transcript[0].info["would_solve"] is True
-    assert TOOL_PROGRAMS[type(env).__name__] in env.transcript[0].text
+    assert env.expert_program() in env.transcript[0].text
 
 
 @pytest.mark.parametrize("task_id", GRID_IDS)

@@ -1,7 +1,7 @@
 """Plan-path puzzle logic: walk from a start cell to a goal cell around obstacles.
 
 Coordinates are ``(row, col)`` with ``(0, 0)`` the top-left cell; moves are
-``U/D/L/R`` (see :mod:`.moves`). The grid's edges and obstacle cells block moves.
+``U/D/L/R`` (see :mod:`llm_marl_envs.grid.moves`). The grid's edges and obstacle cells block moves.
 
 Text form (:func:`render_text`): one line per row, ``#`` obstacle, ``.`` free, ``A`` the
 agent, ``G`` the goal (``A`` wins when the agent stands on the goal).
@@ -17,8 +17,8 @@ from typing import Sequence, cast
 
 import numpy as np
 
-from .moves import MOVE_DELTAS, MOVES
-from .render import draw_grid_lines, fill_cell, new_canvas
+from ..moves import MOVE_DELTAS, MOVES
+from ..render import draw_grid_lines, fill_cell, new_canvas
 
 __all__ = ["PlanPathGrid", "generate", "shortest_path", "apply_move", "distance_to_goal",
            "distances_from_goal", "render_text", "render_rgb", "LEGEND"]

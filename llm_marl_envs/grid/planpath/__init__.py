@@ -1,6 +1,6 @@
 r"""PlanPath-v0: walk the agent to the goal around obstacles, as a tool/executor team.
 
-| Import | `from llm_marl_envs import planpath` |
+| Import | `from llm_marl_envs.grid import planpath` |
 |---|---|
 | Registered id | `llm_marl/PlanPath-v0` |
 | Actions | Text |
@@ -13,7 +13,7 @@ r"""PlanPath-v0: walk the agent to the goal around obstacles, as a tool/executor
 | Default max turns | 4 |
 | Render modes | `ansi`, `human`, `rgb_array` |
 
-A grid task (:mod:`llm_marl_envs.grid`): the tool writes a path-finding program, the
+A grid task (:mod:`llm_marl_envs.grid.base`): the tool writes a path-finding program, the
 executor answers the moves that are applied. Generated grids always have a path.
 
 ## Roles
@@ -22,7 +22,7 @@ executor answers the moves that are applied. Generated grids always have a path.
 
 - ``tool`` writes a Python program in a ```` ```python ```` block. It runs in the sandbox
   with the current grid on stdin (one row per line); its printed output should propose
-  moves (``U``/``D``/``L``/``R``, read with :func:`llm_marl_envs.puzzles.moves.parse_moves`).
+  moves (``U``/``D``/``L``/``R``, read with :func:`llm_marl_envs.grid.moves.parse_moves`).
 - ``executor`` sees the grid (with the agent at its *current* position), the tool's
   program, output and parsed proposal, and answers the moves that are applied.
 
@@ -32,7 +32,7 @@ executor answers the moves that are applied. Generated grids always have a path.
 goal), the agent's and goal's (row, col), moves used, earlier turns, the answer format,
 and for the executor the tool's program and output of this turn
 (``prompt_style="compact"``: board, legend, earlier moves and the answer cue last, see
-:mod:`llm_marl_envs.grid`). ``state()`` is the grid and the progress.
+:mod:`llm_marl_envs.grid.base`). ``state()`` is the grid and the progress.
 
 ## Action
 
@@ -43,7 +43,7 @@ code block.
 
 ## Rewards
 
-``reward = alpha * team + local``, given to the acting role (:data:`llm_marl_envs.grid.REWARD_FORMULAS`):
+``reward = alpha * team + local``, given to the acting role (:data:`llm_marl_envs.grid.base.REWARD_FORMULAS`):
 
 ```text
 executor  team  = 1[solved]
@@ -56,7 +56,7 @@ invalid   team  = 0
 
 with progress ``p(pos) = 1 - d(pos) / d(start)``, ``d`` the shortest-path (BFS) distance
 to the goal around obstacles (``p = 1`` exactly at the goal); ``optimal``: total moves
-equal the shortest path's length. ``best``/``best_proposal``: see :mod:`llm_marl_envs.grid`.
+equal the shortest path's length. ``best``/``best_proposal``: see :mod:`llm_marl_envs.grid.base`.
 
 ## Episode end
 
@@ -69,15 +69,15 @@ Terminated at the goal (``success=True``); truncated after ``max_turns`` turns
 - ``obstacle_density=0.25``: share of obstacle cells, in ``[0, 1)``.
 - ``split``: ``"train"``/``"eval"`` (disjoint halves by a hash of the grid text).
 - ``optimal_bonus=0.5``, ``tool_timeout_s=5``, ``tool_memory_mb=256``,
-  ``prompt_style="full"`` (or ``"compact"``): those of :mod:`llm_marl_envs.grid`.
+  ``prompt_style="full"`` (or ``"compact"``): those of :mod:`llm_marl_envs.grid.base`.
 - ``max_turns=4`` (or ``max_cycles``), ``alpha=1.0``, ``invalid_penalty=0.1``,
   ``sandbox="auto"``, ``sandbox_limits``, ``render_mode`` (``"ansi"``, ``"human"``,
   ``"rgb_array"``): those of :class:`~llm_marl_envs.base.LLMTeamEnv`.
 
 ## Example
 
->>> from llm_marl_envs import planpath
->>> from llm_marl_envs.puzzles.planpath import shortest_path
+>>> from llm_marl_envs.grid import planpath
+>>> from llm_marl_envs.grid.planpath.puzzle import shortest_path
 >>> env = planpath.env(size=(3, 4), obstacle_density=0.0)
 >>> env.reset(seed=0)
 >>> env.step("I have no program.")          # tool: no ```python block, invalid
@@ -92,6 +92,7 @@ Terminated at the goal (``success=True``); truncated after ``max_turns`` turns
 
 - v0: initial version. Later additions that change no episode (the module functions
   ``env``/``raw_env``/``parallel_env``, ``state_space``, the ``max_cycles`` check) keep v0.
+  The module moved from ``llm_marl_envs.planpath`` to ``llm_marl_envs.grid.planpath`` (no episode changed).
 """
 
 from __future__ import annotations
@@ -100,11 +101,12 @@ import dataclasses
 import random
 from typing import Any, Sequence
 
-from .base import stable_hash
-from .grid import Applied, GridState, GridToolEnv
-from .puzzles import planpath as pp
-from .puzzles.moves import parse_moves
-from .registry import pettingzoo_functions
+from llm_marl_envs.base import stable_hash
+from llm_marl_envs.registry import pettingzoo_functions
+
+from ..base import Applied, GridState, GridToolEnv, expert_program_text
+from ..moves import parse_moves
+from . import puzzle as pp
 
 __all__ = ["PlanPathBoard", "PlanPathEnv", "PlanPathTask", "env", "parallel_env", "raw_env"]
 
@@ -190,60 +192,14 @@ class PlanPathEnv(GridToolEnv):
 
     # the expert
     def expert_program(self) -> str:
-        return EXPERT_PROGRAM_COMPACT if self.prompt_style == "compact" else EXPERT_PROGRAM
+        # the same breadth-first search, short in the compact style (fewer tokens for a small model to write)
+        return expert_program_text(__name__, "expert_compact.py" if self.prompt_style == "compact"
+                                   else "expert.py")
 
     def expert_solution(self) -> list[str]:
         board: PlanPathBoard = self.game_state.board
         return list(pp.shortest_path(board.grid, board.pos) or "U")
 
-
-#: The expert tool's program: a search over the rows it reads on stdin (see ``expert_text``).
-EXPERT_PROGRAM = r'''import sys
-from collections import deque
-
-rows = [line for line in sys.stdin.read().split("\n") if line.strip()]
-free, start, goal = set(), None, None
-for r, line in enumerate(rows):
-    for c, ch in enumerate(line.strip()):
-        if ch != "#": free.add((r, c))
-        if ch == "A": start = (r, c)
-        if ch == "G": goal = (r, c)
-moves = {"U": (-1, 0), "D": (1, 0), "L": (0, -1), "R": (0, 1)}
-parent = {start: None}
-queue = deque([start])
-while queue:
-    cur = queue.popleft()
-    if cur == goal:
-        path = []
-        while parent[cur] is not None:
-            cur, m = parent[cur]
-            path.append(m)
-        print("Answer: " + "".join(reversed(path)))
-        break
-    for m, (dr, dc) in moves.items():
-        nxt = (cur[0] + dr, cur[1] + dc)
-        if nxt in free and nxt not in parent:
-            parent[nxt] = (cur, m)
-            queue.append(nxt)
-'''
-
-#: The same breadth-first search, short (fewer tokens for a small model to write): the tool's
-#: program with ``prompt_style="compact"``.
-EXPERT_PROGRAM_COMPACT = r'''import sys
-g = sys.stdin.read().split()
-f = {(r, c): x for r, row in enumerate(g) for c, x in enumerate(row)}
-s = [p for p in f if f[p] == "A"][0]
-q, seen = [(s, "")], {s}
-for p, m in q:
-    if f[p] == "G":
-        print("Answer: " + m)
-        break
-    for d, a, b in (("U", -1, 0), ("D", 1, 0), ("L", 0, -1), ("R", 0, 1)):
-        n = (p[0] + a, p[1] + b)
-        if f.get(n, "#") != "#" and n not in seen:
-            seen.add(n)
-            q.append((n, m + d))
-'''
 
 #: PettingZoo's module functions: ``env()`` (wrapped), ``raw_env``, ``parallel_env()``.
 raw_env, env, parallel_env = pettingzoo_functions(PlanPathEnv)

@@ -1,4 +1,4 @@
-"""Tests for llm_marl_envs.puzzles.moves.parse_moves."""
+"""Tests for llm_marl_envs.grid.moves.parse_moves."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llm_marl_envs.puzzles.moves import MAX_INPUT_CHARS, MOVE_DELTAS, parse_moves
+from llm_marl_envs.grid.moves import MAX_INPUT_CHARS, MOVE_DELTAS, parse_moves
 
 
 @pytest.mark.parametrize(

@@ -1,7 +1,7 @@
 """Sokoban puzzle logic: levels, XSB text, moves, an optimal solver and a generator.
 
 Coordinates are ``(row, col)`` with ``(0, 0)`` the top-left cell. Cells outside the
-grid count as walls. Moves are ``U/D/L/R`` (see :mod:`.moves`); a move into a box pushes
+grid count as walls. Moves are ``U/D/L/R`` (see :mod:`llm_marl_envs.grid.moves`); a move into a box pushes
 it when the cell behind the box is free.
 
 XSB text (the standard Sokoban format)::
@@ -25,8 +25,8 @@ from itertools import permutations
 
 import numpy as np
 
-from .moves import MOVE_DELTAS, MOVES
-from .render import draw_grid_lines, fill_cell, new_canvas
+from ..moves import MOVE_DELTAS, MOVES
+from ..render import draw_grid_lines, fill_cell, new_canvas
 
 __all__ = ["SokobanLevel", "XSB_CHARS", "from_xsb", "to_xsb", "parse_levels_text",
            "parse_levels_file", "apply_move", "apply_moves", "is_solved", "solve",

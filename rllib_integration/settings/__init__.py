@@ -44,13 +44,13 @@ from .reference import markdown
 from .schema import (AGG_MODES, DTYPES, ESTIMATORS, GENERATION_BACKENDS, GROUP_FIELDS, KL_ESTIMATORS, LEVELS,
                      LORA_DEFAULTS, PER_POLICY, SAMPLING_MODES, SANDBOX_KINDS, PolicySettings, RunSettings, setting)
 from .table import (SETTINGS, SettingInfo, attribute_name, builder_calls, builder_keywords, config_attributes,
-                    settings_of)
+                    default_of, settings_of)
 from .validation import validate_config, validate_settings
 from .values import TINY_MODEL_ARGS
 
 __all__ = ["ConfigError", "UsageError", "RunSettings", "SettingInfo", "SETTINGS", "DEFAULT_CONFIG", "load_config",
            "validate_config", "validate_settings", "apply_overrides", "resolve_model_spec", "load_yaml", "markdown",
-           "config_attributes", "builder_keywords", "builder_calls", "settings_of", "attribute_name",
+           "config_attributes", "default_of", "builder_keywords", "builder_calls", "settings_of", "attribute_name",
            "LEVELS", "ESTIMATORS", "AGG_MODES", "KL_ESTIMATORS", "GROUP_FIELDS", "SANDBOX_KINDS",
            "GENERATION_BACKENDS", "SAMPLING_MODES", "DTYPES", "LORA_DEFAULTS", "PER_POLICY", "PolicySettings",
            "TINY_MODEL_ARGS", "setting"]

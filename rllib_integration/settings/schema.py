@@ -13,7 +13,9 @@ from typing import Annotated, Any, Literal, Optional, get_args
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, ValidationInfo, create_model
 from pydantic import field_validator
 
-from ..core.choices import AGG_MODES, ESTIMATORS, KEY_FIELDS, KL_ESTIMATORS, AggMode, Estimator, KeyField, KlEstimator
+from ..core.choices import (AGG_MODES, ESTIMATORS, KEY_FIELDS, KL_ESTIMATORS, AggMode, Estimator, KeyField,
+                            KlEstimator, LogprobMode)
+from ..core.options import LORA_DEFAULTS, HFOptions, LossConfig
 from .values import TINY_MODEL_ARGS, EnvId, Number, Stop, check_model_spec, check_tiny_args
 
 __all__ = ["RunSettings", "PolicySettings", "PER_POLICY", "Section", "setting", "LEVELS", "ESTIMATORS", "AGG_MODES",
@@ -35,9 +37,9 @@ SANDBOX_KINDS: tuple[str, ...] = get_args(SandboxKind)
 GENERATION_BACKENDS: tuple[str, ...] = get_args(GenerationBackend)
 SAMPLING_MODES: tuple[str, ...] = get_args(SamplingMode)
 DTYPES: tuple[str, ...] = get_args(Dtype)
-#: LoRA settings of an L2 adapter
-LORA_DEFAULTS: dict[str, Any] = {"r": 8, "alpha": 16, "dropout": 0.0,
-                                 "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj"]}
+#: the defaults the training core's records (:mod:`rllib_integration.core.options`) and these settings share:
+#: the core writes them, the settings below read them (``LOSS.clip_high``), so each is written once
+LOSS, HF = LossConfig(), HFOptions()
 
 
 def setting(default: Any, doc: str, *, attr: Optional[str] = None, builder: Optional[str] = None,
@@ -188,11 +190,13 @@ class RolloutSettings(Section):
         "of the env (same samples as 1 = one after another); null: `RolloutSampler`'s default, 8 threads when a "
         "candidate step takes >= 2 ms (it ran a sandbox), else sequential", ge=1)
     static_cache: StrictBool = setting(
-        False, "HF backend: transformers' static KV cache (prompts padded to a multiple of 64 tokens and the batch to "
+        HF.static_cache,
+        "HF backend: transformers' static KV cache (prompts padded to a multiple of 64 tokens and the batch to "
         "`max_batch_size` rows; the same tokens and log-probs as the dynamic cache on the same rows; faster on a "
         "GPU, see benchmarks/RESULTS.md \"GPU\")")
     max_batch_size: StrictInt = setting(
-        64, "HF backend: sequences per `generate` call (larger requests are split); with `static_cache` every call "
+        HF.max_batch_size,
+        "HF backend: sequences per `generate` call (larger requests are split); with `static_cache` every call "
         "on a GPU is padded to this many rows, so the compiled decoding step sees one batch shape: set it to the "
         "largest batch a turn asks for (`envs_per_iteration` x `sampling.k`)", ge=1, attr="generation_max_batch_size",
         why="`max_batch_size` alone does not say of what")
@@ -201,10 +205,10 @@ class RolloutSettings(Section):
         "starts (two short `generate` calls) instead of during the first iteration", attr="generation_warmup",
         why="`warmup` alone does not say of what")
     compile: Optional[StrictBool] = setting(
-        None, "HF backend with `static_cache`: torch.compile the decoding step (null: transformers' default)",
+        HF.compile, "HF backend with `static_cache`: torch.compile the decoding step (null: transformers' default)",
         attr="generation_compile", why="`compile` alone does not say of what")
-    logprobs: Literal["sampled", "forward"] = setting(
-        "sampled", "HF backend: how the sampled tokens' log-probs are taken: `sampled` recorded while generating "
+    logprobs: LogprobMode = setting(
+        HF.logprobs, "HF backend: how the sampled tokens' log-probs are taken: `sampled` recorded while generating "
         "(one vocabulary row per step, never stacked), `forward` one chunked forward pass after generating",
         attr="rollout_logprobs", why="`logprobs` alone does not say of what")
     vllm: dict[str, Any] = setting(
@@ -222,15 +226,14 @@ class TrainingSettings(Section):
         list(GROUP_FIELDS), "the fields of the group key used for advantages (`[task_id, agent]` for DrMAS-style "
         "per-agent GRPO)", min_length=1)
     filter_zero_variance: StrictBool = setting(True, "drop groups whose rewards are all equal (dynamic sampling)")
-    clip_low: Number = setting(0.2, "PPO clip range `[1-clip_low, 1+clip_high]` (per policy: "
-                                    "`policies.<id>.clip_low`)", ge=0, le=1)
-    clip_high: Number = setting(0.28, "upper PPO clip range (per policy: `policies.<id>.clip_high`)", ge=0)
-    kl_coef: Number = setting(0.0, "KL penalty to the initial policy; the reference is a frozen copy (L1/L3) or the "
-                                   "base without adapter (L2) (per policy: `policies.<id>.kl_coef`)", ge=0)
-    kl_estimator: KlEstimator = setting("k3", "KL estimator of the penalty (`k1` or `k3`)")
-    entropy_coef: Number = setting(0.0, "entropy bonus (per policy: `policies.<id>.entropy_coef`)", ge=0)
-    agg: AggMode = setting("token-mean", "loss aggregation", attr="loss_agg",
-                                      why="`agg` alone does not say of what")
+    clip_low: Number = setting(LOSS.clip_low, "PPO clip range `[1-clip_low, 1+clip_high]` (per policy: "
+                               "`policies.<id>.clip_low`)", ge=0, le=1)
+    clip_high: Number = setting(LOSS.clip_high, "upper PPO clip range (per policy: `policies.<id>.clip_high`)", ge=0)
+    kl_coef: Number = setting(LOSS.kl_coef, "KL penalty to the initial policy; the reference is a frozen copy (L1/L3) "
+                              "or the base without adapter (L2) (per policy: `policies.<id>.kl_coef`)", ge=0)
+    kl_estimator: KlEstimator = setting(LOSS.kl_estimator, "KL estimator of the penalty (`k1` or `k3`)")
+    entropy_coef: Number = setting(LOSS.entropy_coef, "entropy bonus (per policy: `policies.<id>.entropy_coef`)", ge=0)
+    agg: AggMode = setting(LOSS.agg, "loss aggregation", attr="loss_agg", why="`agg` alone does not say of what")
     num_epochs: StrictInt = setting(1, "passes over an iteration's samples", ge=1, rllib=True)
     minibatch_size: Optional[StrictInt] = setting(
         None, "samples per optimizer step (null: one step per epoch; per policy: `policies.<id>.minibatch_size`)",

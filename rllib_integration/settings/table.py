@@ -15,8 +15,8 @@ from typing import Annotated, Any, Literal, Mapping, Optional, Sequence
 
 from .schema import PER_POLICY, PolicySettings, RunSettings, Section
 
-__all__ = ["SettingInfo", "SETTINGS", "config_attributes", "builder_keywords", "builder_calls", "settings_of",
-           "attribute_name"]
+__all__ = ["SettingInfo", "SETTINGS", "default_of", "config_attributes", "builder_keywords", "builder_calls",
+           "settings_of", "attribute_name"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,6 +93,15 @@ def _collect() -> list[SettingInfo]:
 
 #: every setting, in schema order
 SETTINGS: list[SettingInfo] = _collect()
+
+
+def default_of(key: str) -> Any:
+    """The default of the setting with the dotted YAML key ``key`` (a copy): for a record or a keyword of the
+    RLlib layer that holds that setting, so its default is the schema's, not written again."""
+    for s in SETTINGS:
+        if s.key == key:
+            return copy.deepcopy(s.default)
+    raise KeyError(f"no setting {key!r}")
 
 
 def config_attributes() -> dict[str, Any]:

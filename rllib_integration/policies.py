@@ -24,6 +24,7 @@ import difflib
 from typing import Any, Mapping, Optional
 
 from .settings import LEVELS, LORA_DEFAULTS, ConfigError, default_of, resolve_model_spec
+from .settings.schema import L1_ONE_MODEL, several_policies_at_l1
 
 __all__ = ["LLMPolicySpec", "LEVELS", "SHARED", "LORA_DEFAULTS", "PolicySetup", "resolve_policies",
            "policy_setting", "AgentTableMapping", "resolve_mapping", "YAML_NAMES", "ATTR_NAMES", "default_policy_ids",
@@ -246,10 +247,13 @@ def resolve_mapping(config: Any, agents: list[str], *, env_name: str = "the env"
     missing = sorted(set(mapping.values()) - set(pids))
     if missing:
         raise ConfigError(f"{names['mapping']} maps agents to {missing}, which are not in {names['policies']} {pids}")
-    if config.specialization == "L1" and len(set(mapping.values())) != 1:
-        raise ConfigError(f"{names['mapping']}: specialization L1 trains one shared model, but agents map to "
-                          f"{sorted(set(mapping.values()))}; map every agent to one policy or use L2/L3")
+    if several_policies_at_l1(config.specialization, mapping.values()):
+        raise _l1_error(f"agents map to {sorted(set(mapping.values()))}", where=f"{names['mapping']}: ")
     return pids, mapping
+
+
+def _l1_error(what: str, *, where: str = "") -> ConfigError:
+    return ConfigError(f"{where}specialization {L1_ONE_MODEL}, but {what}; map every agent to one policy or use L2/L3")
 
 
 def _policy_specs(config: Any, pids: list[str]) -> dict[str, LLMPolicySpec]:
@@ -261,9 +265,8 @@ def _policy_specs(config: Any, pids: list[str]) -> dict[str, LLMPolicySpec]:
                   logprob_chunk_tokens=int(config.logprob_chunk_tokens),
                   compile_layers=bool(config.compile_layers),
                   activation_memory_budget=float(config.activation_memory_budget))
-    if level == "L1" and len(pids) != 1:
-        raise ConfigError(f"specialization L1 trains one shared model, but policies are {pids}; "
-                          "map every agent to one policy or use L2/L3")
+    if several_policies_at_l1(level, pids):
+        raise _l1_error(f"policies are {pids}")
     base = resolve_model_spec(config.model_path, tiny)
     specs = {}
     for pid in pids:

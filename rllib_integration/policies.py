@@ -23,7 +23,8 @@ import dataclasses
 import difflib
 from typing import Any, Mapping, Optional
 
-from .settings import LEVELS, LORA_DEFAULTS, ConfigError, resolve_model_spec
+from .settings import LEVELS, LORA_DEFAULTS, ConfigError, default_of, resolve_model_spec
+from .settings.schema import L1_ONE_MODEL, several_policies_at_l1
 
 __all__ = ["LLMPolicySpec", "LEVELS", "SHARED", "LORA_DEFAULTS", "PolicySetup", "resolve_policies",
            "policy_setting", "AgentTableMapping", "resolve_mapping", "YAML_NAMES", "ATTR_NAMES", "default_policy_ids",
@@ -41,15 +42,16 @@ class LLMPolicySpec:
     model_path: str
     level: str = "L1"
     lora: Optional[Mapping[str, Any]] = None  # L2 only: {r, alpha, dropout, target_modules}
-    dtype: str = "float32"
-    seed: int = 0
+    # the defaults of the run settings of the same name (default_of: written once, in the schema)
+    dtype: str = default_of("model.dtype")
+    seed: int = default_of("training.seed")
     with_entropy: bool = False  # the loss has an entropy bonus: forward_train returns entropies
     with_reference: bool = False  # the loss has a KL term: keep a frozen reference (initial) model
-    master_weights: bool = True  # low-precision dtype: fp32 trainable weights + autocast (rl_module)
-    gradient_checkpointing: bool = False
-    logprob_chunk_tokens: int = 1024  # LM-head rows per chunk of the learner's log-prob pass
-    compile_layers: bool = False  # torch.compile each decoder layer (core.models.compile_decoder_layers)
-    activation_memory_budget: float = 1.0  # ... keeping this fraction of the activations
+    master_weights: bool = default_of("training.master_weights")  # low-precision: fp32 weights + autocast
+    gradient_checkpointing: bool = default_of("training.gradient_checkpointing")
+    logprob_chunk_tokens: int = default_of("training.logprob_chunk_tokens")  # LM-head rows per log-prob chunk
+    compile_layers: bool = default_of("training.compile_layers")  # torch.compile each decoder layer
+    activation_memory_budget: float = default_of("training.activation_memory_budget")  # ... keeping this share
 
     def module_config(self) -> dict[str, Any]:
         """The ``model_config`` dict of this policy's RLModule."""
@@ -80,19 +82,22 @@ def torch_dtype(name: str) -> Any:
     return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[name]
 
 
-def make_backend(specs: Mapping[str, LLMPolicySpec], *, backend: str = "hf", device: Optional[str] = None,
-                 max_batch_size: int = 64, options: Optional[Mapping[str, Any]] = None) -> Any:
+def make_backend(specs: Mapping[str, LLMPolicySpec], *, backend: str = default_of("rollout.backend"),
+                 device: Optional[str] = None, max_batch_size: Optional[int] = None,
+                 options: Optional[Mapping[str, Any]] = None) -> Any:
     """The generation backend serving ``specs`` (HF separate models / LoRA adapters, or vLLM).
 
     The backend's initial weights do not matter: the algorithm pushes the learner's weights
     (full state dicts, or LoRA adapter weights at L2) before the first rollout.
     ``options``: HF backend keywords (``static_cache``, ``compile``, ``logprobs``, ``max_batch_size``) or, for vLLM,
-    ``{"engine_options": {...}}`` passed to ``vllm.LLM``.
+    ``{"engine_options": {...}}`` passed to ``vllm.LLM``. ``max_batch_size`` (None: the HF backend's default,
+    :class:`~.core.options.HFOptions`) is the HF backend's; vLLM batches by itself.
     """
     from .core.backends import make_backend as _make
 
     opts = dict(options or {})
-    max_batch_size = int(opts.pop("max_batch_size", max_batch_size))
+    max_batch_size = opts.pop("max_batch_size", max_batch_size)
+    hf_opts = opts if max_batch_size is None else {**opts, "max_batch_size": int(max_batch_size)}
 
     specs = dict(specs)
     levels = {s.level for s in specs.values()}
@@ -109,7 +114,7 @@ def make_backend(specs: Mapping[str, LLMPolicySpec], *, backend: str = "hf", dev
             from .core.backends import HFBackend
 
             return HFBackend.with_lora(base, {pid: lora_config(s.lora or {}) for pid, s in specs.items()},
-                                       device=device, dtype=dtype, max_batch_size=max_batch_size, **opts)
+                                       device=device, dtype=dtype, **hf_opts)
         return _make("vllm", base=base, lora_adapters=_initial_adapter_dirs(base, specs),
                      max_lora_rank=max(int((s.lora or {}).get("r", LORA_DEFAULTS["r"])) for s in specs.values()),
                      **opts)
@@ -118,8 +123,7 @@ def make_backend(specs: Mapping[str, LLMPolicySpec], *, backend: str = "hf", dev
         if len(paths) != 1:
             raise ValueError("L1 shares one model between all policies")
     if backend == "hf":
-        return _make("hf", {pid: s.model_path for pid, s in specs.items()}, device=device, dtype=dtype,
-                     max_batch_size=max_batch_size, **opts)
+        return _make("hf", {pid: s.model_path for pid, s in specs.items()}, device=device, dtype=dtype, **hf_opts)
     return _make("vllm", {pid: s.model_path for pid, s in specs.items()}, **opts)
 
 
@@ -243,10 +247,13 @@ def resolve_mapping(config: Any, agents: list[str], *, env_name: str = "the env"
     missing = sorted(set(mapping.values()) - set(pids))
     if missing:
         raise ConfigError(f"{names['mapping']} maps agents to {missing}, which are not in {names['policies']} {pids}")
-    if config.specialization == "L1" and len(set(mapping.values())) != 1:
-        raise ConfigError(f"{names['mapping']}: specialization L1 trains one shared model, but agents map to "
-                          f"{sorted(set(mapping.values()))}; map every agent to one policy or use L2/L3")
+    if several_policies_at_l1(config.specialization, mapping.values()):
+        raise _l1_error(f"agents map to {sorted(set(mapping.values()))}", where=f"{names['mapping']}: ")
     return pids, mapping
+
+
+def _l1_error(what: str, *, where: str = "") -> ConfigError:
+    return ConfigError(f"{where}specialization {L1_ONE_MODEL}, but {what}; map every agent to one policy or use L2/L3")
 
 
 def _policy_specs(config: Any, pids: list[str]) -> dict[str, LLMPolicySpec]:
@@ -258,9 +265,8 @@ def _policy_specs(config: Any, pids: list[str]) -> dict[str, LLMPolicySpec]:
                   logprob_chunk_tokens=int(config.logprob_chunk_tokens),
                   compile_layers=bool(config.compile_layers),
                   activation_memory_budget=float(config.activation_memory_budget))
-    if level == "L1" and len(pids) != 1:
-        raise ConfigError(f"specialization L1 trains one shared model, but policies are {pids}; "
-                          "map every agent to one policy or use L2/L3")
+    if several_policies_at_l1(level, pids):
+        raise _l1_error(f"policies are {pids}")
     base = resolve_model_spec(config.model_path, tiny)
     specs = {}
     for pid in pids:

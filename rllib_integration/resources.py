@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence, Union
 
-from .settings import ConfigError
+from .settings import ConfigError, default_of
 
 __all__ = ["ActorPlan", "PENDING_WARN_S", "actor_resources", "check_resources", "cluster_address", "describe_plan",
            "machine_resources", "ray_address_file", "watch_pending_placement"]
@@ -42,10 +42,11 @@ class ActorPlan:
     and (``main_process``, Tune trials only) the bundle of the algorithm's own process."""
 
     num_rollout_workers: int
-    num_cpus_per_worker: float = 1.0
-    num_gpus_per_worker: float = 0.0
-    num_learners: int = 0
-    num_gpus_per_learner: float = 0.0
+    # the defaults of the run settings of the same name (default_of: written once, in the schema)
+    num_cpus_per_worker: float = default_of("rollout.num_cpus_per_worker")
+    num_gpus_per_worker: float = default_of("rollout.num_gpus_per_worker")
+    num_learners: int = default_of("resources.num_learners")
+    num_gpus_per_learner: float = default_of("resources.num_gpus_per_learner")
     num_cpus_per_learner: Union[float, str] = "auto"
     main_process: Optional[Mapping[str, float]] = None
 

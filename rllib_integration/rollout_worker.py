@@ -25,7 +25,7 @@ from typing import Any, Mapping, Optional, Sequence
 from .core.backends.base import Completion, GenerationBackend, GenerationRequest, SamplingParams
 from .envs import make_env
 from .quiet import install_in_worker
-from .settings import SANDBOX_KINDS
+from .settings import SANDBOX_KINDS, default_of
 
 install_in_worker()
 
@@ -52,16 +52,17 @@ class WorkerSpec:
     policy_specs: dict            # policy id -> LLMPolicySpec
     policy_mapping: dict          # agent -> policy id (resolved, explicit)
     temperatures: dict            # policy id -> sampling temperature
-    top_p: float = 1.0
-    max_new_tokens: int = 16
-    chat: bool = True
-    system_prompt: Optional[str] = None
-    stop: Optional[tuple] = None
-    backend: str = "hf"
-    device: Optional[str] = None
-    torch_threads: int = 1
-    seed: int = 0
-    step_workers: Optional[int] = None   # RolloutSampler(step_workers=); None: its default
+    # the defaults of the run settings of the same name (default_of: written once, in the schema)
+    top_p: float = default_of("sampling.top_p")
+    max_new_tokens: int = default_of("sampling.max_new_tokens")
+    chat: bool = default_of("sampling.chat")
+    system_prompt: Optional[str] = default_of("sampling.system_prompt")
+    stop: Optional[tuple] = default_of("sampling.stop")
+    backend: str = default_of("rollout.backend")
+    device: Optional[str] = default_of("model.device")
+    torch_threads: int = default_of("rollout.torch_threads")
+    seed: int = default_of("training.seed")
+    step_workers: Optional[int] = default_of("rollout.step_workers")  # RolloutSampler(step_workers=); None: its default
     backend_options: dict = dataclasses.field(default_factory=dict)  # policies.make_backend(options=)
     progress: bool = False               # a progress bar (Ray's tqdm_ray) per sample() call
 
@@ -223,7 +224,8 @@ class RolloutWorker:
         inner.run_program = timed
 
     def sample(self, seeds: Sequence[int], *, sampling_seed: int, env_offset: int = 0, split: str = "train",
-               mode: str = "tree", k: int = 4, temperature: Optional[float] = None) -> dict[str, Any]:
+               mode: str = default_of("sampling.mode"), k: int = default_of("sampling.k"),
+               temperature: Optional[float] = None) -> dict[str, Any]:
         """Play one env per seed to the end; return samples, episodes and timings."""
         from .core.rollout import GroupKey, RolloutSampler
 
@@ -271,7 +273,8 @@ class RolloutWorkerPool:
     """``num_workers`` rollout actors (or one local worker), with restart-and-redo on a crash."""
 
     def __init__(self, spec: WorkerSpec, num_workers: int = 1, *, num_cpus: float = 1, num_gpus: float = 0,
-                 max_restarts: int = 3, start_timeout_s: float = 600.0):
+                 max_restarts: int = default_of("rollout.max_worker_restarts"),
+                 start_timeout_s: float = default_of("rollout.start_timeout_s")):
         self.spec, self.num_workers = spec, int(num_workers)
         self.start_timeout_s = float(start_timeout_s)
         self.num_cpus, self.num_gpus, self.max_restarts = num_cpus, num_gpus, int(max_restarts)
@@ -362,8 +365,9 @@ class RolloutWorkerPool:
             except RayActorError as e:
                 self._restart(i, e)
 
-    def sample(self, seeds: Sequence[int], *, sampling_seed: int, split: str = "train", mode: str = "tree",
-               k: int = 4, temperature: Optional[float] = None) -> list[dict[str, Any]]:
+    def sample(self, seeds: Sequence[int], *, sampling_seed: int, split: str = "train",
+               mode: str = default_of("sampling.mode"), k: int = default_of("sampling.k"),
+               temperature: Optional[float] = None) -> list[dict[str, Any]]:
         """Split ``seeds`` into one contiguous part per worker; returns the parts' results in order."""
         seeds = list(seeds)
         n = 1 if self.local is not None else len(self.actors)

@@ -8,6 +8,8 @@
 ``rollout``        :class:`RolloutSampler`: tree-structured (AT-GRPO) and parallel rollouts
 ``advantages``     ``compute_advantages`` (AT-GRPO, per-agent GRPO, Dr.GRPO, RLOO, REINFORCE++)
 ``loss``           ``policy_loss`` (clipped, KL, entropy, aggregation modes), ``collate_samples``
+``options``        ``LossConfig``, ``HFOptions``, ``LORA_DEFAULTS``: records whose defaults the run
+                   settings read (torch-free)
 ``logprobs``       ``completion_logprobs``: log-probs/entropy at completion positions only
                    (LM head in chunks; never a float32 batch x length x vocab tensor)
 ``microbatch``     token-budget micro-batches with gradient accumulation
@@ -39,6 +41,7 @@ _EXPORTS: dict[str, str] = {
                               "episode_over")},
     **{n: "metrics" for n in ("rollout_metrics", "episode_metrics", "flatten", "MetricsWriter")},
     "plot_learning_curve": "plotting",
+    **{n: "options" for n in ("HFOptions", "LORA_DEFAULTS")},
     "completion_logprobs": "logprobs",
     **{n: "warm_start" for n in ("Demonstration", "collect_demonstrations", "warm_start", "demonstration_loss",
                                  "save_policies")},

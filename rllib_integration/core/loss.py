@@ -27,42 +27,23 @@ Micro-batches: every mode is ``numerator / denominator`` where the numerator is 
 sequences of the batch. :func:`loss_denominator` gives the denominator of a whole optimizer
 minibatch; passing it as ``denominator=`` to :func:`aggregate` / :func:`policy_loss` for each
 micro-batch makes the micro-batch losses (and gradients) *sum* to the full-batch ones.
+
+:class:`LossConfig` (defined in :mod:`.options`, where the run settings read its defaults) holds the
+hyper-parameters; ``LossConfig()`` is a run's default loss.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Optional
 
 import torch
 
 from .choices import AGG_MODES, KL_ESTIMATORS
+from .options import LossConfig
 
 __all__ = ["LossConfig", "AGG_MODES", "KL_ESTIMATORS", "policy_loss", "aggregate", "kl_penalty",
            "token_logprobs_from_logits", "entropy_from_logits", "sequence_token_logprobs", "collate_samples",
            "loss_denominator"]
-
-
-@dataclass
-class LossConfig:
-    """Loss hyper-parameters. ``clip_low``/``clip_high`` are the DAPO clip ranges."""
-
-    clip_low: float = 0.2
-    clip_high: float = 0.2
-    kl_coef: float = 0.0
-    kl_estimator: str = "k3"
-    entropy_coef: float = 0.0
-    agg: str = "token-mean"
-    norm_tokens: Optional[int] = None  # normaliser of seq-mean-token-sum-norm; None -> mask.shape[1]
-
-    def __post_init__(self) -> None:
-        if self.agg not in AGG_MODES:
-            raise ValueError(f"LossConfig.agg={self.agg!r} is not one of {AGG_MODES}")
-        if self.kl_estimator not in KL_ESTIMATORS:
-            raise ValueError(f"LossConfig.kl_estimator={self.kl_estimator!r} is not one of {KL_ESTIMATORS}")
-        if self.clip_low < 0 or self.clip_high < 0 or self.clip_low >= 1:
-            raise ValueError(f"clip ranges must satisfy 0 <= clip_low < 1, clip_high >= 0; got "
-                             f"{self.clip_low}, {self.clip_high}")
 
 
 def loss_denominator(mask: torch.Tensor, agg: str = "token-mean", norm_tokens: Optional[int] = None) -> float:

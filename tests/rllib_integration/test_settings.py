@@ -145,3 +145,42 @@ def test_every_atgrpo_attribute_is_a_schema_setting():
     ours = set(vars(ATGRPOConfig())) - set(vars(AlgorithmConfig()))
     assert ours, "ATGRPOConfig adds attributes"
     assert ours <= {s.attr for s in SETTINGS}, sorted(ours - {s.attr for s in SETTINGS})
+
+
+def test_l1_means_one_policy_in_the_yaml_the_mapping_and_the_specs():
+    """One rule (settings.schema.several_policies_at_l1), checked in three places, each message naming its setting."""
+    from types import SimpleNamespace
+
+    from rllib_integration.policies import YAML_NAMES, AgentTableMapping, _policy_specs, resolve_mapping
+
+    with pytest.raises(ConfigError, match=r"^specialization: L1 trains one shared model; give at most one policy "
+                                          r"\(or use L2/L3 for a policy per role\)$"):
+        validate_config({"specialization": "L1", "policy_mapping": {"tool": "a", "executor": "b"}})
+    assert validate_config({"specialization": "L1", "policies": {"a": None}})["policies"] == {"a": {}}
+    config = SimpleNamespace(specialization="L1", policies={"a": None, "b": None},
+                             policy_mapping_fn=AgentTableMapping({"tool": "a", "executor": "b"}))
+    with pytest.raises(ConfigError, match=r"^policy_mapping: specialization L1 trains one shared model, but agents "
+                                          r"map to \['a', 'b'\]; map every agent to one policy or use L2/L3$"):
+        resolve_mapping(config, ["tool", "executor"], names=YAML_NAMES)
+    config.policy_mapping_fn = AgentTableMapping({"tool": "a", "executor": "a"})
+    assert resolve_mapping(config, ["tool", "executor"])[1] == {"tool": "a", "executor": "a"}
+    specs = SimpleNamespace(specialization="L1", tiny_model={}, model_dtype="float32", seed=0, master_weights=True,
+                            gradient_checkpointing=False, logprob_chunk_tokens=8, compile_layers=False,
+                            activation_memory_budget=1.0)
+    with pytest.raises(ConfigError, match=r"^specialization L1 trains one shared model, but policies are "
+                                          r"\['a', 'b'\]; map every agent to one policy or use L2/L3$"):
+        _policy_specs(specs, ["a", "b"])
+
+
+def test_a_missing_checkpoint_is_named_the_same_way_everywhere(tmp_path):
+    from rllib_integration.settings import resolve_model_spec
+
+    expected = f"no model checkpoint at {str(tmp_path)!r} (expected {str(tmp_path / 'config.json')!r})"
+    with pytest.raises(ConfigError) as e:
+        resolve_model_spec(str(tmp_path))
+    assert str(e.value) == expected
+    with pytest.raises(ConfigError) as e:
+        validate_config({"model": {"path": str(tmp_path)}})
+    assert str(e.value).startswith(f"model.path: {expected}. Give a directory written by save_pretrained")
+    (tmp_path / "config.json").write_text("{}")
+    assert resolve_model_spec(str(tmp_path)) == str(tmp_path)

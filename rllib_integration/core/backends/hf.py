@@ -27,7 +27,8 @@ logits). Two ways, chosen by ``logprobs=``:
 * ``"forward"``: nothing is recorded while generating; one forward pass over prompt +
   completion afterwards (:func:`..logprobs.completion_logprobs`, LM head in chunks).
 
-Options (constructor keywords, also on :meth:`HFBackend.with_lora`): ``static_cache`` (use
+Options (constructor keywords, also on :meth:`HFBackend.with_lora`; the fields of
+:class:`~..options.HFOptions`, whose defaults a run's ``rollout.*`` settings share): ``static_cache`` (use
 transformers' static KV cache, ``cache_implementation="static"``: same tokens and log-probs,
 faster on GPU, where transformers may also compile the decoding step; prompts are then padded
 to a multiple of :data:`STATIC_WIDTH_MULTIPLE` tokens, and every call's batch is padded to
@@ -58,6 +59,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 import torch
 
+from ..options import LORA_DEFAULTS, HFOptions
 from .base import Completion, GenerationBackend, GenerationRequest, SamplingParams
 
 __all__ = ["HFBackend"]
@@ -135,7 +137,6 @@ class _SampledLogprobs:
         return torch.stack(self.steps, dim=1).cpu()
 
 
-LOGPROB_MODES = ("sampled", "forward")
 #: static cache: prompts are left-padded to a multiple of this width, so a compiled decoding step
 #: sees few distinct cache lengths.
 STATIC_WIDTH_MULTIPLE = 64
@@ -144,21 +145,13 @@ STATIC_WIDTH_MULTIPLE = 64
 class HFBackend(GenerationBackend):
     """Generation with ``transformers`` ``model.generate``; see the module docstring."""
 
-    def __init__(
-        self,
-        policies: Mapping[str, Any],
-        *,
-        device: Optional[str] = None,
-        dtype: Optional[torch.dtype] = None,
-        max_batch_size: int = 64,
-        static_cache: bool = False,
-        compile: Optional[bool] = None,
-        logprobs: str = "sampled",
-        warmup: bool = False,
-    ) -> None:
+    def __init__(self, policies: Mapping[str, Any], *, device: Optional[str] = None,
+                 dtype: Optional[torch.dtype] = None, **options: Any) -> None:
+        """``options``: the fields of :class:`~..options.HFOptions` (``max_batch_size``, ``static_cache``,
+        ``compile``, ``logprobs``, ``warmup``), defaults there."""
         if not policies:
             raise ValueError("HFBackend needs at least one policy: {policy_id: model path or (model, tokenizer)}")
-        self._init_options(device, max_batch_size, static_cache, compile, logprobs)
+        opts = self._init_options(device, options)
         self._models: dict[str, Any] = {}
         self._tokenizers: dict[str, Any] = {}
         self._adapter: dict[str, Optional[str]] = {}
@@ -167,42 +160,33 @@ class HFBackend(GenerationBackend):
             model.to(self.device)
             self._prepare_tokenizer(tok)
             self._models[pid], self._tokenizers[pid], self._adapter[pid] = model, tok, None
-        if warmup and self.compiles_decoding:
+        if opts.warmup and self.compiles_decoding:
             self.warmup()
 
     @classmethod
-    def with_lora(
-        cls,
-        base: Any,
-        adapters: Mapping[str, Any],
-        *,
-        device: Optional[str] = None,
-        dtype: Optional[torch.dtype] = None,
-        max_batch_size: int = 64,
-        static_cache: bool = False,
-        compile: Optional[bool] = None,
-        logprobs: str = "sampled",
-        warmup: bool = False,
-    ) -> "HFBackend":
+    def with_lora(cls, base: Any, adapters: Mapping[str, Any], *, device: Optional[str] = None,
+                  dtype: Optional[torch.dtype] = None, **options: Any) -> "HFBackend":
         """One shared base model (path or ``(model, tokenizer)``) with one LoRA adapter per policy.
 
         ``adapters`` maps policy id -> a ``peft.LoraConfig`` (new adapter), a directory saved
-        with ``PeftModel.save_pretrained`` (loaded adapter), or ``None`` (default LoraConfig:
-        r=8 on the attention projections).
+        with ``PeftModel.save_pretrained`` (loaded adapter), or ``None`` (a LoraConfig of
+        :data:`~..options.LORA_DEFAULTS`: r=8 on the attention projections). ``options``: as for the
+        constructor (:class:`~..options.HFOptions`).
         """
         from peft import LoraConfig, PeftModel, get_peft_model
 
         if not adapters:
             raise ValueError("with_lora needs at least one adapter: {policy_id: LoraConfig | adapter dir | None}")
         self = cls.__new__(cls)
-        self._init_options(device, max_batch_size, static_cache, compile, logprobs)
+        opts = self._init_options(device, options)
         base_model, tok = _load(base, self.device, dtype)
         cls._prepare_tokenizer(tok)
         peft_model = None
         for pid, spec in adapters.items():
             if spec is None:
-                spec = LoraConfig(r=8, lora_alpha=16, target_modules=["q_proj", "k_proj", "v_proj", "o_proj"],
-                                  lora_dropout=0.0)
+                spec = LoraConfig(r=LORA_DEFAULTS["r"], lora_alpha=LORA_DEFAULTS["alpha"],
+                                  target_modules=list(LORA_DEFAULTS["target_modules"]),
+                                  lora_dropout=LORA_DEFAULTS["dropout"])
             if isinstance(spec, (str, os.PathLike)):
                 if peft_model is None:
                     peft_model = PeftModel.from_pretrained(base_model, str(spec), adapter_name=pid, is_trainable=True)
@@ -219,22 +203,19 @@ class HFBackend(GenerationBackend):
         self._models = {pid: peft_model for pid in adapters}
         self._tokenizers = {pid: tok for pid in adapters}
         self._adapter = {pid: pid for pid in adapters}
-        if warmup and self.compiles_decoding:
+        if opts.warmup and self.compiles_decoding:
             self.warmup()
         return self
 
-    def _init_options(self, device: Optional[str], max_batch_size: int, static_cache: bool,
-                      compile: Optional[bool], logprobs: str) -> None:
-        if logprobs not in LOGPROB_MODES:
-            raise ValueError(f"HFBackend logprobs={logprobs!r} is not one of {LOGPROB_MODES}")
-        if int(max_batch_size) < 1:
-            raise ValueError(f"HFBackend max_batch_size must be >= 1, got {max_batch_size}")
+    def _init_options(self, device: Optional[str], options: dict[str, Any]) -> HFOptions:
+        opts = HFOptions.of("HFBackend", options)
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-        self.max_batch_size = int(max_batch_size)
-        self.static_cache = bool(static_cache)
-        self.compile = compile
-        self.logprobs_mode = logprobs
+        self.max_batch_size = int(opts.max_batch_size)
+        self.static_cache = bool(opts.static_cache)
+        self.compile = opts.compile
+        self.logprobs_mode = opts.logprobs
         self.sync_seconds = 0.0
+        return opts
 
     @property
     def compiles_decoding(self) -> bool:

@@ -1,0 +1,79 @@
+"""The option records of the training core and their defaults, written once (torch-free).
+
+A plain script builds these records itself; a run builds them from its settings, and the
+run-settings schema (:mod:`rllib_integration.settings.schema`) takes the defaults of those settings
+from here, so ``LossConfig()`` in a script and a run with no ``training:`` keys use the same values.
+
+=================  ==========================================================================
+:class:`LossConfig`   the PPO-clip loss: clip ranges, KL and entropy terms, aggregation
+:class:`HFOptions`    the options of :class:`~.backends.hf.HFBackend` (and ``with_lora``)
+:data:`LORA_DEFAULTS` the LoRA adapter of a policy at L2 (``r``, ``alpha``, ``dropout``, modules)
+=================  ==========================================================================
+
+No heavy imports here (the command line reads the schema before torch or Ray load).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from .choices import AGG_MODES, KL_ESTIMATORS, LOGPROB_MODES
+
+__all__ = ["LossConfig", "HFOptions", "LORA_DEFAULTS"]
+
+#: the LoRA settings of an L2 adapter (``peft.LoraConfig(r=, lora_alpha=, lora_dropout=, target_modules=)``)
+LORA_DEFAULTS: dict[str, Any] = {"r": 8, "alpha": 16, "dropout": 0.0,
+                                 "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj"]}
+
+
+@dataclass
+class LossConfig:
+    """Loss hyper-parameters (see :mod:`.loss`). ``clip_low``/``clip_high`` are the DAPO clip ranges
+    ``[1-clip_low, 1+clip_high]``; the defaults are a run's (``training.*`` of the run settings)."""
+
+    clip_low: float = 0.2
+    clip_high: float = 0.28
+    kl_coef: float = 0.0
+    kl_estimator: str = "k3"
+    entropy_coef: float = 0.0
+    agg: str = "token-mean"
+    norm_tokens: Optional[int] = None  # normaliser of seq-mean-token-sum-norm; None -> mask.shape[1]
+
+    def __post_init__(self) -> None:
+        if self.agg not in AGG_MODES:
+            raise ValueError(f"LossConfig.agg={self.agg!r} is not one of {AGG_MODES}")
+        if self.kl_estimator not in KL_ESTIMATORS:
+            raise ValueError(f"LossConfig.kl_estimator={self.kl_estimator!r} is not one of {KL_ESTIMATORS}")
+        if self.clip_low < 0 or self.clip_high < 0 or self.clip_low >= 1:
+            raise ValueError(f"clip ranges must satisfy 0 <= clip_low < 1, clip_high >= 0; got "
+                             f"{self.clip_low}, {self.clip_high}")
+
+
+@dataclass(frozen=True)
+class HFOptions:
+    """The options of the Hugging Face generation backend: keywords of ``HFBackend(...)`` and
+    ``HFBackend.with_lora(...)`` (see :mod:`.backends.hf`). A run sets them from ``rollout.*``."""
+
+    max_batch_size: int = 64
+    static_cache: bool = False
+    compile: Optional[bool] = None
+    logprobs: str = "sampled"
+    #: compile the decoding step while the backend is built (a run's workers do: ``rollout.warmup``)
+    warmup: bool = False
+
+    def __post_init__(self) -> None:
+        if self.logprobs not in LOGPROB_MODES:
+            raise ValueError(f"HFBackend logprobs={self.logprobs!r} is not one of {LOGPROB_MODES}")
+        if int(self.max_batch_size) < 1:
+            raise ValueError(f"HFBackend max_batch_size must be >= 1, got {self.max_batch_size}")
+
+    @classmethod
+    def of(cls, owner: str, options: dict[str, Any]) -> "HFOptions":
+        """The options from keyword arguments; an unknown keyword raises TypeError naming the known ones."""
+        known = [f.name for f in dataclasses.fields(cls)]
+        unknown = sorted(set(options) - set(known))
+        if unknown:
+            raise TypeError(f"{owner} got unexpected keyword argument(s) {unknown}; its options: {known}")
+        return cls(**options)

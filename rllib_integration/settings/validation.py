@@ -1,0 +1,72 @@
+"""Validation of a run config against :class:`~.schema.RunSettings`: each value by the schema, then the
+checks across settings (:func:`validate_settings`; :func:`validate_config` for a YAML run config)."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping, Sequence
+
+from pydantic import ValidationError
+
+from .errors import ConfigError, pydantic_message
+from .schema import L1_ONE_MODEL, RunSettings, several_policies_at_l1
+
+__all__ = ["validate_settings", "validate_config"]
+
+
+def _yaml_name(loc: Sequence[Any]) -> str:
+    return ".".join(str(p) for p in loc)
+
+
+def _cross_checks(full: Mapping[str, Any]) -> list[tuple[tuple, str]]:
+    """Checks across settings, as (location, message)."""
+    out: list[tuple[tuple, str]] = []
+    level, policies = full["specialization"], full["policies"]
+    for pid, spec in policies.items():
+        if not pid:
+            out.append((("policies",), f"policy ids are non-empty strings, got {pid!r}"))
+        if spec.get("model") is not None and level != "L3":
+            out.append((("policies", pid, "model"), "a model per policy needs specialization L3 (L1 shares "
+                        "model.path; L2 puts a LoRA adapter per policy on model.path)"))
+    for agent, pid in full["policy_mapping"].items():
+        if policies and pid not in policies:
+            out.append((("policy_mapping", agent), f"policy {pid!r} is not in policies ({sorted(policies)})"))
+    if several_policies_at_l1(level, [*full["policy_mapping"].values(), *policies]):
+        out.append((("specialization",), f"{L1_ONE_MODEL}; give at most one policy (or use L2/L3 for a policy "
+                    "per role)"))
+    samp = full["sampling"]
+    if samp["mode"] == "tree" and samp["k"] < 2 and full["training"]["filter_zero_variance"]:
+        out.append((("sampling", "k"), "tree sampling with k=1 gives one-sample groups (zero advantage); use k >= 2"))
+    return out
+
+
+def validate_settings(raw: Any, *, check_paths: bool = True,
+                      name: Callable[[Sequence[Any]], str] = _yaml_name) -> dict[str, Any]:
+    """Validate a (possibly partial) run config against :class:`RunSettings`; return it complete.
+
+    ``name`` turns an error location into the name the message shows (the dotted YAML key by
+    default; ``ATGRPOConfig.validate`` shows attributes). Raises :class:`ConfigError`.
+    """
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"a run config is a mapping of sections {sorted(RunSettings.model_fields)}, "
+                          f"got {type(raw).__name__}")
+    try:
+        s = RunSettings.model_validate(raw, context={"check_paths": check_paths})
+    except ValidationError as e:
+        loc, msg = pydantic_message(RunSettings, e.errors()[0])
+        raise ConfigError(msg if loc is None else f"{name(loc)}: {msg}") from None
+    full = s.model_dump()
+    full["policies"] = {pid: (p.model_dump(exclude_unset=True) if p is not None else {})
+                        for pid, p in s.policies.items()}
+    for loc, msg in _cross_checks(full):
+        raise ConfigError(f"{name(loc)}: {msg}")
+    return full
+
+
+def validate_config(cfg: Mapping[str, Any], *, check_paths: bool = True) -> dict[str, Any]:
+    """Check a (possibly partial) YAML run config and return it completed with defaults
+    (``evaluation.final_iteration`` null: ``run.iterations``, the run's last iteration)."""
+    out = validate_settings(cfg, check_paths=check_paths)
+    if out["evaluation"].get("final_iteration") is None:
+        out["evaluation"]["final_iteration"] = out["run"]["iterations"]
+    return out
+

@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import warnings
 
 import pytest
@@ -63,6 +64,34 @@ def make_test_sandbox(**limits):
 def make_sandbox():
     """``make_sandbox(**limits)`` -> an isolating sandbox (see :func:`make_test_sandbox`); the caller closes it."""
     return make_test_sandbox
+
+
+def count_python_lines(fn, *args, **kwargs):
+    """``(fn(*args, **kwargs), n)``: the result and how many lines of Python ``fn`` ran, in every Python
+    function it called (``sys.settrace`` line events; C code such as numpy kernels or ``re`` counts
+    nothing). Deterministic where a time is not: a test bounds the work of a call, or compares it
+    across input sizes (a loop over the samples shows as a count that grows with them)."""
+    n = 0
+
+    def local(frame, event, arg):  # noqa: ARG001
+        nonlocal n
+        if event == "line":
+            n += 1
+        return local
+
+    previous = sys.gettrace()
+    sys.settrace(lambda frame, event, arg: local)
+    try:
+        result = fn(*args, **kwargs)
+    finally:
+        sys.settrace(previous)
+    return result, n
+
+
+@pytest.fixture
+def python_lines():
+    """:func:`count_python_lines`: ``python_lines(fn, *args) -> (result, lines of Python run)``."""
+    return count_python_lines
 
 
 def _slow_limit_s() -> float | None:

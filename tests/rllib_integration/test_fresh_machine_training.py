@@ -109,6 +109,7 @@ def _tuner(config, tmp_path, iters=1):
                                                 verbose=0))
 
 
+@pytest.mark.slow
 def test_tune_trial_larger_than_the_cluster_fails_at_once(ray2, tiny, tmp_path, heavy_steps):
     """docs/adding_a_task.md's example on a 2-CPU machine: 2 rollout actors fit (validate() passes), but
     the trial's placement group also holds the trial's own process: 3 CPUs, which Tune would leave
@@ -125,6 +126,7 @@ def test_tune_trial_larger_than_the_cluster_fails_at_once(ray2, tiny, tmp_path, 
     assert heavy_steps == []  # at once: the trial never started (no actor, no model)
 
 
+@pytest.mark.slow
 def test_tune_trial_waiting_for_held_resources_warns_then_runs(ray2, tiny, tmp_path, monkeypatch, caplog):
     """The trial fits the cluster, but another job holds every CPU: after the threshold a warning names
     what the trial needs and what is free; once the CPUs are freed the trial runs."""

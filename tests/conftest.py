@@ -6,6 +6,8 @@
   ``LLM_MARL_TEST_SANDBOX=local`` to run them on the rlimits-only ``local`` backend on purpose
   (or ``=docker`` for the Docker backend). The sandbox tests themselves (tests/sandboxes) test
   every backend and skip one that is unavailable.
+* ``python_lines(fn, *args)``: ``fn``'s result and the lines of Python it ran, the deterministic
+  stand-in for a time in a unit test (speed goals live in benchmarks/).
 * ``LLM_MARL_CHECK_SLOW=1`` (optionally ``LLM_MARL_SLOW_S=<seconds>``, default 5): a test not marked
   ``slow`` whose call takes longer fails, naming its duration and the marker to add. Off by default,
   so a loaded machine never fails the suite on time.
@@ -25,7 +27,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 SANDBOX_VAR = "LLM_MARL_TEST_SANDBOX"
-_BACKEND_ONLY = ("warm", "pool_size", "preload")  # options of the bwrap fork-server pool
+_POOL_OPTIONS = ("warm", "pool_size", "preload")  # options of a warm (fork-server) pool
 
 
 def make_test_sandbox(**limits):
@@ -37,8 +39,8 @@ def make_test_sandbox(**limits):
     name = os.environ.get(SANDBOX_VAR, "bwrap")
     if name not in ("bwrap", "local", "docker"):
         pytest.fail(f"{SANDBOX_VAR}={name!r}: expected bwrap (the default), local or docker", pytrace=False)
-    if name != "bwrap":
-        limits = {k: v for k, v in limits.items() if k not in _BACKEND_ONLY}
+    if name == "local":  # no fork-server pool there
+        limits = {k: v for k, v in limits.items() if k not in _POOL_OPTIONS}
     how = (f"Fix: bash scripts/setup.sh (installs bubblewrap and the sandbox user), or run these tests "
            f"unisolated on purpose with {SANDBOX_VAR}=local.")
     try:
@@ -68,9 +70,9 @@ def make_sandbox():
 
 def count_python_lines(fn, *args, **kwargs):
     """``(fn(*args, **kwargs), n)``: the result and how many lines of Python ``fn`` ran, in every Python
-    function it called (``sys.settrace`` line events; C code such as numpy kernels or ``re`` counts
-    nothing). Deterministic where a time is not: a test bounds the work of a call, or compares it
-    across input sizes (a loop over the samples shows as a count that grows with them)."""
+    function it called in this thread (``sys.settrace`` line events; C code such as numpy kernels or
+    ``re`` counts nothing). Deterministic where a time is not: a test bounds the work of a call, or
+    compares it across input sizes (a loop over the samples shows as a count that grows with them)."""
     n = 0
 
     def local(frame, event, arg):  # noqa: ARG001

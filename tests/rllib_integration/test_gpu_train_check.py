@@ -8,9 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow
 def test_gpu_train_check_resume_on_cpu(tmp_path):
     out = tmp_path / "check.json"
     sets = ["warm_start.episodes=0", "evaluation.interval=0", "rollout.envs_per_iteration=1", "sampling.k=2",

@@ -148,6 +148,7 @@ def test_reference_model_follows_module_to(tiny_path):
     assert out["ref_logp"].shape == (2, 9)
 
 
+@pytest.mark.slow
 def test_compiled_layers_learner_updates_like_eager(tiny_path):
     """``compile_layers`` with an activation-memory budget below 1 (the compiled backward recomputes
     part of the activations): the same updates as the eager learner, over batches of several sequence

@@ -89,15 +89,14 @@ PY_CASES = [
 
 
 @pytest.mark.parametrize("case", range(len(PY_CASES)))
-def test_bad_python_config_fails_fast_without_ray(case, guess_task, tiny):
+def test_bad_python_config_fails_fast_without_ray(case, guess_task, tiny, heavy_steps):
     from rllib_integration.settings import ConfigError
 
     change, message = PY_CASES[case]
     config = change(guess_config(tiny))
-    t0 = time.perf_counter()
     with pytest.raises(ConfigError, match=message):
         config.build_algo()
-    assert time.perf_counter() - t0 < 1.0
+    assert heavy_steps == []  # before any model load (the time it takes: benchmarks/config_errors_bench.py)
     assert not _ray_is_up()
 
 
@@ -125,19 +124,17 @@ CLI_CASES = [
 
 
 @pytest.mark.parametrize("case", range(len(CLI_CASES)))
-def test_bad_cli_input_fails_fast_without_ray(case, capsys, tmp_path, monkeypatch):
+def test_bad_cli_input_fails_fast_without_ray(case, capsys, tmp_path, monkeypatch, heavy_steps):
     from rllib_integration.cli import main
 
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     main(["show-default"])  # imports warm
     capsys.readouterr()
     args, message = CLI_CASES[case]
-    t0 = time.perf_counter()
     rc = main(["train", "--output-dir", str(tmp_path / "out"), "--quiet", *args])
-    elapsed = time.perf_counter() - t0
     err = capsys.readouterr().err
     assert rc == 2 and message in err, err
-    assert elapsed < 1.0, elapsed
+    assert heavy_steps == []
     assert not _ray_is_up()
     assert not (tmp_path / "out").exists()
 
@@ -292,17 +289,16 @@ def test_user_task_trains_under_tune_with_two_workers(ray_with_task, tiny, tmp_p
 
 
 @pytest.mark.slow
-def test_unmeetable_resources_fail_in_bounded_time(ray_with_task, tiny):
+def test_unmeetable_resources_fail_in_bounded_time(ray_with_task, tiny, heavy_steps):
     import ray
     from ray.exceptions import GetTimeoutError
 
     from rllib_integration.settings import ConfigError
 
     # more than the cluster has at all: rejected at once (validate), naming the setting
-    t0 = time.perf_counter()
     with pytest.raises(ConfigError, match=r"needs 5 CPU \(has 4\).*num_rollout_workers=5"):
         guess_config(tiny, num_rollout_actors=5).build_algo()
-    assert time.perf_counter() - t0 < 5.0  # at once: no actor is started
+    assert heavy_steps == []  # at once: no actor is started, no model loaded
 
     # enough in total but all taken by someone else: a timeout naming what is missing
     @ray.remote(num_cpus=4)

@@ -1,8 +1,8 @@
-"""The package layout: sandboxed programs are real files, no import circles, public names stay."""
+"""The package layout: sandboxed programs are real files, public names stay. (Import cycles and the
+direction of imports between packages: tests/test_layering.py.)"""
 
 from __future__ import annotations
 
-import ast
 import importlib
 import pkgutil
 from pathlib import Path
@@ -13,72 +13,6 @@ import sandboxes
 from sandboxes import programs
 
 PKG = Path(sandboxes.__file__).parent
-
-
-def _imports(path: Path, module: str) -> set[str]:
-    """sandboxes.* modules that ``module`` imports at run time (top level or inside functions)."""
-    tree = ast.parse(path.read_text())
-    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-    found: set[str] = set()
-    type_only = {id(n) for block in ast.walk(tree) if isinstance(block, ast.If)
-                 and isinstance(block.test, ast.Name) and block.test.id == "TYPE_CHECKING"
-                 for stmt in block.body for n in ast.walk(stmt)}
-    for node in ast.walk(tree):
-        if id(node) in type_only:  # annotations only: not imported at run time
-            continue
-        if isinstance(node, ast.Import):
-            found |= {a.name for a in node.names if a.name.startswith("sandboxes")}
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")
-                base = base[:len(base) - node.level + 1]
-                target = ".".join(base + ([node.module] if node.module else []))
-            else:
-                target = node.module or ""
-            if not target.startswith("sandboxes"):
-                continue
-            for alias in node.names:  # `from . import x` imports the submodule x
-                sub = f"{target}.{alias.name}"
-                found.add(sub if (PKG.parent / (sub.replace(".", "/") + ".py")).exists()
-                          or (PKG.parent / sub.replace(".", "/")).is_dir() else target)
-    return found
-
-
-def _graph() -> dict[str, set[str]]:
-    graph = {}
-    for path in PKG.rglob("*.py"):
-        if "programs" in path.parts and path.name != "__init__.py":
-            continue  # run inside sandboxes, never imported by the host
-        rel = path.relative_to(PKG.parent).with_suffix("")
-        parts = list(rel.parts)
-        if parts[-1] == "__init__":
-            parts.pop()
-        graph[".".join(parts)] = _imports(path, ".".join(parts))
-    # a package's __init__ is imported along with any of its submodules: not a circle by itself
-    return {m: {d for d in deps if d != m and not m.startswith(d + ".") and d in graph} for m, deps in graph.items()}
-
-
-def test_no_import_circles_between_modules():
-    graph = _graph()
-    graph.pop("sandboxes", None)  # the package facade only re-exports
-    graph = {m: deps - {"sandboxes"} for m, deps in graph.items()}
-    state: dict[str, int] = {}
-    stack: list[str] = []
-
-    def visit(m: str) -> None:
-        state[m] = 1
-        stack.append(m)
-        for d in sorted(graph.get(m, ())):
-            if state.get(d) == 1:
-                raise AssertionError("import circle: " + " -> ".join(stack[stack.index(d):] + [d]))
-            if d not in state:
-                visit(d)
-        stack.pop()
-        state[m] = 2
-
-    for m in sorted(graph):
-        if m not in state:
-            visit(m)
 
 
 @pytest.mark.parametrize("name", ["boot.py", "cold_main.py", "zygote.py", "call_harness.py",

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-import sandboxes
 from llm_marl_envs.code.problems import builtin_problems
 
 MUTANTS = json.loads((Path(__file__).parent / "data" / "code_mutants.json").read_text())
@@ -26,9 +25,9 @@ def _mutant(problem):
 
 
 @pytest.fixture(scope="module")
-def reports():
+def reports(make_sandbox):
     """Every problem's reference and mutant against its golden tests, run a few problems at a time."""
-    sb = sandboxes.make("auto", timeout_s=5, memory_mb=256)
+    sb = make_sandbox(timeout_s=5, memory_mb=256)
 
     def check(problem):
         cases = problem.cases(problem.golden_tests)

@@ -11,7 +11,6 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from pettingzoo.test import api_test, parallel_api_test, parallel_seed_test, seed_test
 
 import llm_marl_envs
-import sandboxes
 from llm_marl_envs.code import CodeEnv, builtin_problems
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning:pettingzoo.test.api_test")
@@ -41,8 +40,8 @@ WRONG_TESTS = f'{F}json\n[{{"input": "2 2\\n", "output": "5\\n"}}, {{"input": "0
 
 
 @pytest.fixture(scope="module")
-def box():
-    sb = sandboxes.make("auto")
+def box(make_sandbox):
+    sb = make_sandbox()
     yield sb
     sb.close()
 

@@ -1,7 +1,6 @@
 """Advantage estimators, checked against values computed by hand."""
 
 import math
-import time
 
 import numpy as np
 import pytest
@@ -131,14 +130,18 @@ def test_dynamic_sampling_mask():
     assert dynamic_sampling_mask(rewards, groups).tolist() == [False, False, True, True, False, False, False]
 
 
-def test_large_batch_is_fast_and_matches_loop():
+def test_large_batch_is_vectorised_and_matches_loop(python_lines):
+    """No Python loop over samples or groups, for any estimator: 200,000 samples run the same Python lines
+    as 2,000 (the time it takes: benchmarks/core_bench.py)."""
     rng = np.random.default_rng(0)
     n = 200_000
     groups = rng.integers(0, n // 8, size=n)
     rewards = rng.normal(size=n)
-    t = time.perf_counter()
+    for estimator in ("at_grpo", "dr_grpo", "rloo", "reinforce_pp"):
+        small = python_lines(compute_advantages, rewards[:2_000], groups[:2_000], estimator)[1]
+        big = python_lines(compute_advantages, rewards, groups, estimator)[1]
+        assert big == small, estimator
     adv = compute_advantages(rewards, groups)
-    assert time.perf_counter() - t < 2.0
     # spot-check a few groups against a direct computation
     for g in groups[:5]:
         m = groups == g

@@ -6,7 +6,6 @@ import threading
 
 import pytest
 
-import sandboxes
 from llm_marl_envs.code import CodeEnv
 from rllib_integration.core.backends.base import Completion, GenerationBackend, SamplingParams
 from rllib_integration.core.rollout import DEFAULT_STEP_WORKERS, RolloutSampler
@@ -64,11 +63,8 @@ class ScriptedBackend(GenerationBackend):
 
 
 @pytest.fixture(scope="module")
-def box():
-    if "bwrap" in sandboxes.available_backends():
-        sb = sandboxes.make("bwrap", warm=True, pool_size=2)
-    else:
-        sb = sandboxes.make("auto")
+def box(make_sandbox):
+    sb = make_sandbox(warm=True, pool_size=2)
     yield sb
     sb.close()
 

@@ -62,6 +62,7 @@ from .batching import minibatch_rounds, multi_agent_batch
 from .config import RLLIB_ALIASES, RLLIB_UNUSED, ATGRPOConfigBase
 from .core.metrics import episode_metrics
 from .envs import EnvEntry, register_llm_marl_envs, resolve_env
+from .pipeline import RolloutPipeline
 from .placement import check_trial_placement, init_ray_for, trial_bundles
 from .policies import LLMPolicySpec, policy_setting, resolve_policies
 from .results import LearningSignalWatch, count_params, iteration_results, plain, wall_timings
@@ -199,6 +200,7 @@ class ATGRPO(Algorithm):
                                          max_restarts=int(cfg.max_rollout_worker_restarts),
                                          start_timeout_s=float(cfg.rollout_start_timeout_s))
         self._sync_weights()
+        self._pipeline = RolloutPipeline(self.rollout_workers, int(cfg.max_staleness), self._submit_sampling)
         self.warm_start_metrics: Optional[dict[str, Any]] = None
         self._warm_start_reported = False
         if int(cfg.warm_start.get("episodes", 0)) > 0 and not _RESTORING.get():
@@ -246,7 +248,8 @@ class ATGRPO(Algorithm):
         lg = self.learner_group
         # every learner holds the same weights (DDP): ask one, as LearnerGroup.get_state does
         weights = next(iter(lg.foreach_learner(_learner_sync_weights, **_rllib.one_remote_learner(lg)))).get()
-        self.rollout_workers.sync_weights(weights)
+        pipeline = getattr(self, "_pipeline", None)  # asynchronous: the workers take them between batches
+        self.rollout_workers.sync_weights(weights, wait=pipeline is None or not pipeline.asynchronous)
         return time.perf_counter() - t0
 
     # -- one iteration -----------------------------------------------------------------------------
@@ -271,18 +274,26 @@ class ATGRPO(Algorithm):
         t3 = time.perf_counter()
         t_sync = self._sync_weights() if num_updates else 0.0
         times = {"rollout_s": t1 - t0, "advantage_s": t2 - t1, "update_s": t3 - t2, "weight_sync_s": t_sync}
-        return self._training_results(iteration_results(batch, adv, gids, keep, learner_metrics, num_updates, times))
+        out = self._training_results(iteration_results(batch, adv, gids, keep, learner_metrics, num_updates, times))
+        if batch["async"]:
+            out["async"] = batch["async"]
+        return out
+
+    def _submit_sampling(self, iteration: int) -> Any:
+        cfg = self.config
+        return self.rollout_workers.submit(self._train_seeds(iteration), sampling_seed=self._sampling_seed(iteration),
+                                           split="train", mode=cfg.sampling_mode, k=int(cfg.k),
+                                           background=self._pipeline.asynchronous)
 
     def _sample_trees(self) -> dict[str, Any]:
-        """The iteration's env seeds played by the rollout workers: samples, episodes, summed timings."""
-        cfg, it = self.config, self.iteration
-        parts = self.rollout_workers.sample(self._train_seeds(it), sampling_seed=self._sampling_seed(it),
-                                    split="train", mode=cfg.sampling_mode, k=int(cfg.k))
+        """The iteration's env seeds played by the rollout workers (submitted ahead with ``max_staleness`` > 0:
+        :mod:`.pipeline`): samples, episodes, summed timings, the staleness report."""
+        parts, report = self._pipeline.next_parts(self.iteration)
         samples = [s for p in parts for s in p["samples"]]
         episodes = [e for p in parts for e in p["episodes"]]
         self._episode_callbacks(episodes)
         self._callback("on_sample_end", env_runner=None, metrics_logger=self.metrics, samples=samples, worker=None)
-        return {"samples": samples, "episodes": episodes, "timings": wall_timings(parts)}
+        return {"samples": samples, "episodes": episodes, "timings": wall_timings(parts), "async": report}
 
     def _callback(self, name: str, **kwargs: Any) -> None:
         """RLlib's callback ``name`` (callback classes and ``config.callbacks(name=fn)``), in this process."""
@@ -425,6 +436,7 @@ class ATGRPO(Algorithm):
             self._totals = defaultdict(float, state["atgrpo"].get("totals", {}))
         if TRAINING_ITERATION in state:
             self._iteration = state[TRAINING_ITERATION]
+        self._pipeline.clear()  # batches in flight belong to the old weights and iteration
         self._sync_weights()
 
     def restore_from_path(self, path: Any, *args: Any, **kwargs: Any) -> None:

@@ -260,6 +260,7 @@ class ConfigBuilders:
         activation_memory_budget: float = NOT_PROVIDED,
         master_weights: bool = NOT_PROVIDED,
         flip_advantages: bool = NOT_PROVIDED,
+        max_staleness: int = NOT_PROVIDED,
         warm_start: Mapping[str, Any] = NOT_PROVIDED,
         **rllib_kwargs: Any,
     ) -> Self:
@@ -307,6 +308,11 @@ class ConfigBuilders:
                 precision weights directly (YAML ``training.master_weights``; default ``True``).
             flip_advantages: control experiments only: flip the sign of every advantage (a run that must not
                 learn) (YAML ``training.flip_advantages``; default ``False``).
+            max_staleness: asynchronous training: the rollout workers keep N batches in flight, generated with
+                the weights they hold while the learner updates (1: one-step-off); a sample more than N policy
+                versions older than the learner is dropped (`async/dropped_stale`); the loss uses the log-probs
+                it was sampled with. 0: synchronous (sample, then update) (YAML ``training.max_staleness``;
+                default ``0``).
             warm_start: The ``warm_start`` section as a mapping (keys left out keep their value): ``episodes``
                 (demonstration episodes (train seeds `seed*100003 + i`); 0: no warm start, default ``0``);
                 ``epochs`` (passes over the demonstrations, default ``30``); ``lr`` (AdamW learning rate of the
@@ -333,6 +339,7 @@ class ConfigBuilders:
             'activation_memory_budget': activation_memory_budget,
             'master_weights': master_weights,
             'flip_advantages': flip_advantages,
+            'max_staleness': max_staleness,
             'warm_start': warm_start,
         }, rllib_kwargs)
 

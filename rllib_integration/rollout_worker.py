@@ -252,8 +252,9 @@ class RolloutWorker:
             self.backend.on_call = None
             if bar is not None:
                 bar.close()
-        # Global env indices: groups of different workers never merge.
+        # Global env indices: groups of different workers never merge. Each sample carries its weights version.
         for s in samples:
+            s.policy_version = self.weights_version
             s.env_idx += env_offset
             s.group_key = GroupKey(s.group_key.task_id, s.group_key.env_idx + env_offset, s.group_key.turn,
                                    s.group_key.agent)
@@ -264,9 +265,26 @@ class RolloutWorker:
         total = time.perf_counter() - t0
         sandbox = sum(getattr(getattr(e, "unwrapped", e), "_llm_marl_sandbox_s", 0.0) for e in envs)
         return {"samples": samples, "episodes": episodes, "worker_index": self.worker_index,
+                "weights_version": self.weights_version,
                 "timings": {"rollout_s": total, "generate_s": self.backend.gen_s, "sandbox_s": sandbox,
                             "env_s": max(0.0, total - self.backend.gen_s - sandbox),
                             "tokens": self.backend.tokens, "generate_calls": self.backend.calls}}
+
+
+@dataclasses.dataclass
+class SampleJob:
+    """A batch being sampled (:meth:`RolloutWorkerPool.submit`): its parts and where their results come from."""
+
+    parts: list[tuple[int, list[int], int]]  # (part index, seeds, env offset)
+    options: dict[str, Any]
+    refs: dict[int, Any] = dataclasses.field(default_factory=dict)  # Ray actors: part index -> ObjectRef
+    future: Any = None  # the in-process worker in the background: a Future of the parts' results
+
+    def kwargs(self, j: int, offset: int) -> dict[str, Any]:
+        """``RolloutWorker.sample`` keywords of part ``j`` (each part its own sampling seed)."""
+        o = self.options
+        return dict(sampling_seed=o["sampling_seed"] + 7_919 * j, env_offset=offset, split=o["split"],
+                    mode=o["mode"], k=o["k"], temperature=o["temperature"])
 
 
 class RolloutWorkerPool:
@@ -282,6 +300,11 @@ class RolloutWorkerPool:
         self._weights: Optional[Mapping[str, Mapping[str, Any]]] = None
         self._weights_ref: Any = None  # the ray.ObjectRef of the last pushed weights
         self._version = 0
+        self._pending_sets: list[tuple[int, Any, Any]] = []  # (index, actor, set_weights ref) not waited for
+        self._executor: Any = None  # the in-process worker's background thread (asynchronous training)
+        self._local_lock = threading.Lock()
+        self._local_job: Any = None  # its running job (a Future)
+        self._local_pending: Optional[tuple[Mapping[str, Mapping[str, Any]], int]] = None
         self.local: Optional[RolloutWorker] = None
         self.actors: list = []
         if self.num_workers == 0:
@@ -325,18 +348,37 @@ class RolloutWorkerPool:
         return cls.options(num_cpus=self.num_cpus, num_gpus=self.num_gpus, max_restarts=0,
                            name=None).remote(self.spec, index + 1)
 
-    def sync_weights(self, weights: Mapping[str, Mapping[str, Any]]) -> None:
-        """Push the learner's (trainable) weights to every worker's generation backend."""
+    def sync_weights(self, weights: Mapping[str, Mapping[str, Any]], *, wait: bool = True) -> int:
+        """Push the learner's (trainable) weights to every worker's generation backend; returns their version.
+
+        ``wait=False`` (asynchronous training): do not wait for the workers. A Ray actor takes them after the
+        sample it is running (its calls run in order), the in-process worker before its next sample; errors
+        (a dead actor: restarted with these weights) surface at the next :meth:`collect`."""
         self._version += 1
         self._weights = weights
         if self.local is not None:
-            self.local.set_weights(weights, self._version)
-            return
+            with self._local_lock:
+                if self._local_job is not None and not self._local_job.done():
+                    self._local_pending = (weights, self._version)  # taken before the next sample
+                else:
+                    self._local_pending = None
+                    self.local.set_weights(weights, self._version)
+            return self._version
         import ray
 
         self._weights_ref = ray.put(dict(weights))
         for i in range(len(self.actors)):
-            self._call_with_restart(i, lambda a: a.set_weights.remote(self._weights_ref, self._version))
+            if wait:
+                self._call_with_restart(i, lambda a: a.set_weights.remote(self._weights_ref, self._version))
+            else:
+                actor = self.actors[i]
+                self._pending_sets.append((i, actor, actor.set_weights.remote(self._weights_ref, self._version)))
+        return self._version
+
+    @property
+    def version(self) -> int:
+        """The version of the weights last pushed (:meth:`sync_weights`); samples carry theirs."""
+        return self._version
 
     def _restart(self, i: int, err: Exception) -> None:
         import ray
@@ -369,31 +411,79 @@ class RolloutWorkerPool:
                mode: str = default_of("sampling.mode"), k: int = default_of("sampling.k"),
                temperature: Optional[float] = None) -> list[dict[str, Any]]:
         """Split ``seeds`` into one contiguous part per worker; returns the parts' results in order."""
+        return self.collect(self.submit(seeds, sampling_seed=sampling_seed, split=split, mode=mode, k=k,
+                                        temperature=temperature))
+
+    def submit(self, seeds: Sequence[int], *, sampling_seed: int, split: str = "train",
+               mode: str = default_of("sampling.mode"), k: int = default_of("sampling.k"),
+               temperature: Optional[float] = None, background: bool = False) -> "SampleJob":
+        """Start sampling (:meth:`sample`'s arguments) and return at once; :meth:`collect` waits for it.
+
+        Ray actors start at once; the in-process worker runs the job in a background thread when
+        ``background`` (asynchronous training), else when it is collected."""
         seeds = list(seeds)
         n = 1 if self.local is not None else len(self.actors)
         bounds = [round(j * len(seeds) / n) for j in range(n + 1)]
         parts = [(j, seeds[bounds[j]:bounds[j + 1]], bounds[j]) for j in range(n) if bounds[j + 1] > bounds[j]]
-
-        def kwargs(j: int, offset: int) -> dict[str, Any]:
-            return dict(sampling_seed=sampling_seed + 7_919 * j, env_offset=offset, split=split, mode=mode, k=k,
-                        temperature=temperature)
-
+        options = dict(sampling_seed=sampling_seed, split=split, mode=mode, k=k, temperature=temperature)
+        job = SampleJob(parts=parts, options=options)
         if self.local is not None:
-            return [self.local.sample(part, **kwargs(j, off)) for j, part, off in parts]
+            if background:
+                import concurrent.futures
+
+                if self._executor is None:
+                    self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="rollout")
+                with self._local_lock:
+                    self._local_job = job.future = self._executor.submit(self._local_parts, job)
+            return job
+        job.refs = {j: self.actors[j].sample.remote(part, **job.kwargs(j, off)) for j, part, off in parts}
+        return job
+
+    def _local_parts(self, job: "SampleJob") -> list[dict[str, Any]]:
+        assert self.local is not None
+        with self._local_lock:  # weights pushed while the previous job ran
+            pending, self._local_pending = self._local_pending, None
+        if pending is not None:
+            self.local.set_weights(*pending)
+        return [self.local.sample(part, **job.kwargs(j, off)) for j, part, off in job.parts]
+
+    def collect(self, job: "SampleJob") -> list[dict[str, Any]]:
+        """The results of a :meth:`submit` (in part order), redoing the part of an actor that died."""
+        if self.local is not None:
+            if job.future is not None:
+                return job.future.result()
+            self.wait_idle()  # a background job first (it holds the worker), then its pending weights
+            return self._local_parts(job)
         import ray
         from ray.exceptions import RayActorError
 
-        refs = {j: self.actors[j].sample.remote(part, **kwargs(j, off)) for j, part, off in parts}
-        out: dict[int, dict] = {}
-        for j, part, off in parts:
+        pending, self._pending_sets = self._pending_sets, []
+        for i, actor, ref in pending:
             try:
-                out[j] = ray.get(refs[j])
+                ray.get(ref)
+            except RayActorError as e:
+                if self.actors[i] is actor:  # not restarted since: restart it (with the latest weights)
+                    self._restart(i, e)
+        out: dict[int, dict] = {}
+        for j, part, off in job.parts:
+            try:
+                out[j] = ray.get(job.refs[j])
             except RayActorError as e:
                 self._restart(j, e)
-                out[j] = self._call_with_restart(j, lambda a, p=part, jj=j, o=off: a.sample.remote(p, **kwargs(jj, o)))
-        return [out[j] for j, _, _ in parts]
+                out[j] = self._call_with_restart(
+                    j, lambda a, p=part, jj=j, o=off: a.sample.remote(p, **job.kwargs(jj, o)))
+        return [out[j] for j, _, _ in job.parts]
+
+    def wait_idle(self) -> None:
+        """Wait until the in-process worker's background job (if any) is done."""
+        job = self._local_job
+        if job is not None:
+            job.exception()  # waits; its result stays in the future for collect()
 
     def stop(self) -> None:
+        if self._executor is not None:
+            self._executor.shutdown(wait=True, cancel_futures=True)
+            self._executor = None
         import ray
 
         for a in self.actors:

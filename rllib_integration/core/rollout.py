@@ -97,6 +97,7 @@ class Sample:
     chosen: bool = True         # tree mode: this candidate was continued
     finish_reason: str = ""
     reward_parts: dict = field(default_factory=dict)
+    policy_version: int = -1    # the weights version that generated it (set by the rollout worker; -1: unknown)
 
 
 @dataclass

@@ -269,6 +269,11 @@ class TrainingSettings(Section):
         "under autocast (small updates are not rounded away); false: steps the low-precision weights directly")
     flip_advantages: StrictBool = setting(
         False, "control experiments only: flip the sign of every advantage (a run that must not learn)")
+    max_staleness: StrictInt = setting(
+        0, "asynchronous training: the rollout workers keep N batches in flight, generated with the weights they "
+        "hold while the learner updates (1: one-step-off); a sample more than N policy versions older than the "
+        "learner is dropped (`async/dropped_stale`); the loss uses the log-probs it was sampled with. 0: "
+        "synchronous (sample, then update)", ge=0)
     seed: Optional[StrictInt] = setting(0, "seeds training problems, sampling, minibatch order (null: 0)", ge=0,
                                         builder="debugging", rllib=True)
 

@@ -1,0 +1,109 @@
+"""Synchronous vs one-step-off (and k-step-off) ATGRPO on the embedded default, same seeds.
+
+    python3 benchmarks/async_bench.py [--staleness 0 1] [--iterations 24] [--seed 0] [--num-cpus 2]
+        [--set key=value ...] [--out benchmarks/async]
+
+For each ``training.max_staleness`` in ``--staleness`` (0 = synchronous) one run of the embedded default
+(``rllib_integration.settings.DEFAULT_CONFIG``: warm start, then RL on PlanPath-v0 3x3 with one rollout
+actor beside the learner's process), in this order, with the same seeds. Printed (and written to
+``<out>/async.md``): per run the median wall time of an iteration without evaluation (iterations 2.. ;
+the first one has no batch in flight yet), its parts (waiting for the batch, the update, the weight
+sync), the ratio to the synchronous run, and the held-out greedy success after the warm start and at
+every evaluation (the learning curves, side by side). ``--set`` takes the same dotted keys as
+``llm-marl train --set`` (e.g. ``training.num_epochs=3`` for an update about as long as generation).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+from rllib_integration.settings import DEFAULT_CONFIG, apply_overrides, validate_config  # noqa: E402
+
+
+def run_one(max_staleness: int, iterations: int, sets: Sequence[str]) -> dict[str, Any]:
+    from rllib_integration import ATGRPOConfig
+
+    cfg = validate_config(apply_overrides(DEFAULT_CONFIG, [*sets, f"training.max_staleness={max_staleness}",
+                                                           f"run.iterations={iterations}"]))
+    config = ATGRPOConfig.from_run_config(cfg).evaluation(evaluation_final_iteration=iterations)
+    algo = config.build_algo()
+    rows = []
+    try:
+        for _ in range(iterations):
+            t0 = time.perf_counter()
+            r = algo.train()
+            rows.append({"wall_s": time.perf_counter() - t0, "timers": r["timers"],
+                         "evaluation": r.get("evaluation", {}).get("success_rate"), "warm_start": r.get("warm_start"),
+                         "async": r.get("async", {})})
+    finally:
+        algo.stop()
+    ws = rows[0]["warm_start"] or {}
+    plain = [r for r in rows[1:] if r["evaluation"] is None]  # no batch in flight at the first; eval adds time
+    median = (lambda key: statistics.median(r["timers"][key] for r in plain)) if plain else (lambda key: 0.0)
+    return {"max_staleness": max_staleness,
+            "iteration_s": statistics.median(r["wall_s"] for r in plain) if plain else float("nan"),
+            "wait_batch_s": median("rollout_s"), "update_s": median("update_s"), "sync_s": median("weight_sync_s"),
+            "after_warm_start": (ws.get("eval_after") or {}).get("success_rate"),
+            "curve": [(i + 1, r["evaluation"]) for i, r in enumerate(rows) if r["evaluation"] is not None],
+            "staleness_max": max((r["async"].get("staleness_max", 0) for r in rows), default=0),
+            "dropped_stale": sum(r["async"].get("dropped_stale", 0) for r in rows)}
+
+
+def table(runs: list[dict[str, Any]]) -> str:
+    base = next((r["iteration_s"] for r in runs if r["max_staleness"] == 0), None)
+    lines = ["| max_staleness | iteration (s, median) | x sync | waiting for the batch (s) | update (s) | "
+             "weight sync (s) | staleness max | dropped | held-out success: after warm start -> at iterations |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in runs:
+        ratio = f"{r['iteration_s'] / base:.2f}" if base else "-"
+        curve = ", ".join(f"{i}: {s:.2f}" for i, s in r["curve"])
+        aws = "-" if r["after_warm_start"] is None else f"{r['after_warm_start']:.2f}"
+        lines.append(f"| {r['max_staleness']} | {r['iteration_s']:.2f} | {ratio} | {r['wait_batch_s']:.2f} | "
+                     f"{r['update_s']:.2f} | {r['sync_s']:.2f} | {r['staleness_max']} | {r['dropped_stale']} | "
+                     f"{aws} -> {curve} |")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--staleness", type=int, nargs="+", default=[0, 1])
+    parser.add_argument("--iterations", type=int, default=24)
+    parser.add_argument("--num-cpus", type=int, default=2)
+    parser.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--out", default="benchmarks/async")
+    args = parser.parse_args(argv)
+    import platform
+
+    import ray
+
+    ray.init(num_cpus=args.num_cpus, include_dashboard=False, log_to_driver=False,
+             runtime_env={"env_vars": {"OMP_NUM_THREADS": "1"}})
+    t0 = time.perf_counter()
+    try:
+        runs = [run_one(s, args.iterations, args.sets) for s in args.staleness]
+    finally:
+        ray.shutdown()
+    text = table(runs)
+    load = os.getloadavg()
+    head = (f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, Ray num_cpus={args.num_cpus}, "
+            f"load {load[0]:.1f}; {args.iterations} iterations; --set {args.sets or '-'}; "
+            f"{time.perf_counter() - t0:.0f} s in all")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "async.md").write_text(head + "\n\n" + text + "\n")
+    print(head)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -41,6 +41,26 @@ def unfrozen(config: Any) -> Iterator[Any]:
         config._is_frozen = was
 
 
+def no_env_runners(algo: Any) -> None:
+    """The attributes ``Algorithm.setup`` would set (EnvRunner groups, connectors, offline data, replay
+    buffer, ...) for an algorithm that overrides ``setup`` and samples with its own workers, so RLlib's
+    ``Algorithm`` methods find them (RLlib: the attributes its ``setup`` sets, read by ``train``/``stop``)."""
+    from collections import defaultdict
+
+    algo.local_replay_buffer = None
+    algo.remote_requests_in_flight = defaultdict(set)
+    algo.env_runner_group = None
+    algo.eval_env_runner_group = None
+    algo.offline_data = None
+    algo.spaces = None
+    algo.env_to_module_connector = None
+    algo.module_to_env_connector = None
+    algo.evaluation_config = None
+    algo.evaluation_dataset = None
+    algo.reward_estimators = {}
+    algo.offline_eval_runner_group = None
+
+
 def main_process_bundle(config: Any) -> dict[str, float]:
     """Resources of an algorithm's own process (RLlib: ``ray.rllib.algorithms.utils._get_main_process_bundle``)."""
     from ray.rllib.algorithms.utils import _get_main_process_bundle

@@ -135,25 +135,15 @@ class ATGRPO(Algorithm):
 
         from ray.rllib.utils import force_list
 
-        from .rollout_worker import RolloutWorkerPool, WorkerSpec, with_sandbox
+        from .rollout_pool import RolloutWorkerPool
+        from .rollout_worker import WorkerSpec
 
         cfg: ATGRPOConfig = self.config
         if int(cfg.num_rollout_actors) > 0 or int(cfg.num_learners) > 0:
             init_ray_for(cfg)  # before any actor (remote learners too) starts; checks that they fit
         torch.set_num_threads(max(1, int(cfg.torch_threads)))
         self.callbacks = [cls() for cls in force_list(cfg.callbacks_class)]
-        self.local_replay_buffer = None
-        self.remote_requests_in_flight = defaultdict(set)
-        self.env_runner_group = None
-        self.eval_env_runner_group = None
-        self.offline_data = None
-        self.spaces = None
-        self.env_to_module_connector = None
-        self.module_to_env_connector = None
-        self.evaluation_config = None
-        self.evaluation_dataset = None
-        self.reward_estimators = {}
-        self.offline_eval_runner_group = None  # type: ignore[assignment]  # no offline data here
+        _rllib.no_env_runners(self)
 
         check = cfg.check_env()
         entry, agents = check.entry, check.agents
@@ -177,28 +167,8 @@ class ATGRPO(Algorithm):
         self._module_spec = MultiRLModuleSpec(rl_module_specs=module_specs)
         self.learner_group = cfg.build_learner_group(rl_module_spec=self._module_spec)
 
-        # Envs that take sandbox= (llm_marl envs) run programs in the rollout.sandbox kind.
-        env_config = dict(cfg.env_config)
-        from llm_marl_envs import LLMTeamEnv
-
-        if isinstance(getattr(probe, "unwrapped", probe), LLMTeamEnv):
-            env_config = with_sandbox(env_config, cfg.rollout_sandbox)
-
-        temps = {pid: float(self._policy_setting(pid, "temperature")) for pid in pids}
-        device = cfg.model_device or ("cuda" if float(cfg.num_gpus_per_rollout_worker) > 0 else "cpu")
-        self._worker_spec = WorkerSpec(
-            env=entry, env_config=env_config, eval_env_config=dict(cfg.eval_env_config),
-            policy_specs=self._specs, policy_mapping=mapping, temperatures=temps, top_p=float(cfg.top_p),
-            max_new_tokens=int(cfg.max_new_tokens), chat=bool(cfg.chat), system_prompt=cfg.system_prompt,
-            stop=tuple(cfg.stop) if isinstance(cfg.stop, (list, tuple)) else cfg.stop,
-            backend=cfg.generation_backend, device=device, torch_threads=int(cfg.torch_threads),
-            seed=int(cfg.seed or 0), step_workers=cfg.step_workers, progress=bool(cfg.progress_bars),
-            backend_options=self._backend_options())
-        self.rollout_workers = RolloutWorkerPool(self._worker_spec, int(cfg.num_rollout_actors),
-                                         num_cpus=float(cfg.num_cpus_per_rollout_worker),
-                                         num_gpus=float(cfg.num_gpus_per_rollout_worker),
-                                         max_restarts=int(cfg.max_rollout_worker_restarts),
-                                         start_timeout_s=float(cfg.rollout_start_timeout_s))
+        self._worker_spec = WorkerSpec.of_config(cfg, entry, probe, self._specs, mapping)
+        self.rollout_workers = RolloutWorkerPool.of_config(self._worker_spec, cfg)
         self._sync_weights()
         self._pipeline = RolloutPipeline(self.rollout_workers, int(cfg.max_staleness), self._submit_sampling)
         self.warm_start_metrics: Optional[dict[str, Any]] = None
@@ -228,15 +198,6 @@ class ATGRPO(Algorithm):
             return algo
         finally:
             _RESTORING.reset(token)
-
-    def _backend_options(self) -> dict[str, Any]:
-        """Keywords of the generation backend (``rollout.static_cache/compile/logprobs/max_batch_size/warmup/vllm``)."""
-        cfg = self.config
-        if cfg.generation_backend == "vllm":
-            return {"engine_options": dict(cfg.vllm_options or {})}
-        return {"static_cache": bool(cfg.static_cache), "compile": cfg.generation_compile,
-                "logprobs": cfg.rollout_logprobs, "max_batch_size": int(cfg.generation_max_batch_size),
-                "warmup": bool(cfg.generation_warmup)}
 
     def _policy_setting(self, pid: str, key: str) -> Any:
         return policy_setting(self.config, pid, key)

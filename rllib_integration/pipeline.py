@@ -32,7 +32,7 @@ class RolloutPipeline:
     """Batches of rollouts for successive iterations, ``max_staleness`` of them in flight (0: none, synchronous).
 
     ``submit(iteration)`` starts the batch of that iteration and returns a job for ``pool.collect``; ``pool`` is
-    the :class:`~.rollout_worker.RolloutWorkerPool` (its ``version`` is the learner's last pushed weights)."""
+    the :class:`~.rollout_pool.RolloutWorkerPool` (its ``version`` is the learner's last pushed weights)."""
 
     def __init__(self, pool: Any, max_staleness: int, submit: Callable[[int], Any]) -> None:
         self.pool, self.max_staleness, self.submit = pool, int(max_staleness), submit

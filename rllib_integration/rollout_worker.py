@@ -6,12 +6,7 @@ of env instances made through RLlib's env registry (``register_env``). ``sample`
 batch of env seeds to the end with :class:`~.rollout.RolloutSampler` and returns the samples,
 episode summaries and timings (generation, env stepping, sandbox).
 
-:class:`RolloutWorkerPool` runs ``n`` of them as Ray actors (or one in-process worker when
-``n == 0``), splits a batch of seeds between them, pushes new weights after every update,
-and when an actor dies mid-batch starts a new one with the same index, gives it the latest
-weights and redoes that worker's part of the batch (up to ``max_restarts`` times in total).
-A part of a batch is a pure function of (seeds, iteration, part index, weights), so the redo
-gives the same samples the dead worker would have returned.
+:class:`~.rollout_pool.RolloutWorkerPool` (the driver's side) runs ``n`` of them as Ray actors.
 """
 
 from __future__ import annotations
@@ -37,7 +32,7 @@ def _writable(v: Any) -> Any:
     a = np.asarray(v)
     return a if a.flags.writeable else a.copy()
 
-__all__ = ["RolloutWorker", "RolloutWorkerPool", "WorkerSpec", "SANDBOX_KINDS", "with_sandbox"]
+__all__ = ["RolloutWorker", "WorkerSpec", "SANDBOX_KINDS", "with_sandbox"]
 
 logger = logging.getLogger(__name__)
 
@@ -67,6 +62,36 @@ class WorkerSpec:
     progress: bool = False               # a progress bar (Ray's tqdm_ray) per sample() call
 
 
+
+
+    @classmethod
+    def of_config(cls, cfg: Any, entry: Any, probe: Any, policy_specs: Mapping[str, Any],
+                  mapping: Mapping[str, str]) -> "WorkerSpec":
+        """The spec of a run's workers from its ``ATGRPOConfig``: its env (``entry``; ``probe`` one env built from
+        it: an llm_marl task runs programs in ``rollout.sandbox``), policies, sampling and backend settings."""
+        from llm_marl_envs import LLMTeamEnv
+
+        env_config = dict(cfg.env_config)
+        if isinstance(getattr(probe, "unwrapped", probe), LLMTeamEnv):
+            env_config = with_sandbox(env_config, cfg.rollout_sandbox)
+        if cfg.generation_backend == "vllm":
+            options: dict[str, Any] = {"engine_options": dict(cfg.vllm_options or {})}
+        else:
+            options = {"static_cache": bool(cfg.static_cache), "compile": cfg.generation_compile,
+                       "logprobs": cfg.rollout_logprobs, "max_batch_size": int(cfg.generation_max_batch_size),
+                       "warmup": bool(cfg.generation_warmup)}
+        from .policies import policy_setting
+
+        temps = {pid: float(policy_setting(cfg, pid, "temperature")) for pid in policy_specs}
+        return cls(env=entry, env_config=env_config, eval_env_config=dict(cfg.eval_env_config),
+                   policy_specs=dict(policy_specs), policy_mapping=dict(mapping), temperatures=temps,
+                   top_p=float(cfg.top_p), max_new_tokens=int(cfg.max_new_tokens), chat=bool(cfg.chat),
+                   system_prompt=cfg.system_prompt,
+                   stop=tuple(cfg.stop) if isinstance(cfg.stop, (list, tuple)) else cfg.stop,
+                   backend=cfg.generation_backend,
+                   device=cfg.model_device or ("cuda" if float(cfg.num_gpus_per_rollout_worker) > 0 else "cpu"),
+                   torch_threads=int(cfg.torch_threads), seed=int(cfg.seed or 0), step_workers=cfg.step_workers,
+                   progress=bool(cfg.progress_bars), backend_options=options)
 
 
 def with_sandbox(env_config: Mapping[str, Any], kind: str) -> dict:
@@ -269,227 +294,3 @@ class RolloutWorker:
                 "timings": {"rollout_s": total, "generate_s": self.backend.gen_s, "sandbox_s": sandbox,
                             "env_s": max(0.0, total - self.backend.gen_s - sandbox),
                             "tokens": self.backend.tokens, "generate_calls": self.backend.calls}}
-
-
-@dataclasses.dataclass
-class SampleJob:
-    """A batch being sampled (:meth:`RolloutWorkerPool.submit`): its parts and where their results come from."""
-
-    parts: list[tuple[int, list[int], int]]  # (part index, seeds, env offset)
-    options: dict[str, Any]
-    refs: dict[int, Any] = dataclasses.field(default_factory=dict)  # Ray actors: part index -> ObjectRef
-    future: Any = None  # the in-process worker in the background: a Future of the parts' results
-
-    def kwargs(self, j: int, offset: int) -> dict[str, Any]:
-        """``RolloutWorker.sample`` keywords of part ``j`` (each part its own sampling seed)."""
-        o = self.options
-        return dict(sampling_seed=o["sampling_seed"] + 7_919 * j, env_offset=offset, split=o["split"],
-                    mode=o["mode"], k=o["k"], temperature=o["temperature"])
-
-
-class RolloutWorkerPool:
-    """``num_workers`` rollout actors (or one local worker), with restart-and-redo on a crash."""
-
-    def __init__(self, spec: WorkerSpec, num_workers: int = 1, *, num_cpus: float = 1, num_gpus: float = 0,
-                 max_restarts: int = default_of("rollout.max_worker_restarts"),
-                 start_timeout_s: float = default_of("rollout.start_timeout_s")):
-        self.spec, self.num_workers = spec, int(num_workers)
-        self.start_timeout_s = float(start_timeout_s)
-        self.num_cpus, self.num_gpus, self.max_restarts = num_cpus, num_gpus, int(max_restarts)
-        self.num_restarts = 0
-        self._weights: Optional[Mapping[str, Mapping[str, Any]]] = None
-        self._weights_ref: Any = None  # the ray.ObjectRef of the last pushed weights
-        self._version = 0
-        self._pending_sets: list[tuple[int, Any, Any]] = []  # (index, actor, set_weights ref) not waited for
-        self._executor: Any = None  # the in-process worker's background thread (asynchronous training)
-        self._local_lock = threading.Lock()
-        self._local_job: Any = None  # its running job (a Future)
-        self._local_pending: Optional[tuple[Mapping[str, Mapping[str, Any]], int]] = None
-        self.local: Optional[RolloutWorker] = None
-        self.actors: list = []
-        if self.num_workers == 0:
-            self.local = RolloutWorker(spec, 0)
-        else:
-            self.actors = [self._start(i) for i in range(self.num_workers)]
-            self._wait_started(self.actors)
-
-    def _wait_started(self, actors: list) -> None:
-        """Wait (at most ``start_timeout_s``) until the actors run; else fail naming what is missing."""
-        import ray
-        from ray.exceptions import GetTimeoutError
-
-        refs = [a.ping.remote() for a in actors]
-        ready, pending = ray.wait(refs, num_returns=len(refs), timeout=self.start_timeout_s)
-        if not pending:
-            ray.get(ready)
-            return
-        avail = ray.available_resources()
-        total = ray.cluster_resources()
-        for a in actors:
-            try:
-                ray.kill(a)
-            except Exception:
-                pass
-        each = {"CPU": self.num_cpus, "GPU": self.num_gpus}
-        want = ", ".join(f"{v:g} {k}" for k, v in each.items() if v)
-        raise GetTimeoutError(
-            f"{len(pending)} of {len(refs)} rollout workers did not start within rollout.start_timeout_s="
-            f"{self.start_timeout_s:g}s. Each needs {want or 'no resources'} (rollout.num_cpus_per_worker / "
-            f"num_gpus_per_worker); the cluster has CPU {avail.get('CPU', 0):g} free of {total.get('CPU', 0):g}, "
-            f"GPU {avail.get('GPU', 0):g} free of {total.get('GPU', 0):g}. Free or add resources, or lower "
-            "rollout.num_rollout_workers. (A worker's start also loads its models and, with rollout.static_cache "
-            "on a GPU and rollout.warmup, compiles decoding: ~1-3 min per model; raise rollout.start_timeout_s "
-            "if the resources are there.)")
-
-    def _start(self, index: int):
-        import ray
-
-        cls = ray.remote(RolloutWorker)
-        return cls.options(num_cpus=self.num_cpus, num_gpus=self.num_gpus, max_restarts=0,
-                           name=None).remote(self.spec, index + 1)
-
-    def sync_weights(self, weights: Mapping[str, Mapping[str, Any]], *, wait: bool = True) -> int:
-        """Push the learner's (trainable) weights to every worker's generation backend; returns their version.
-
-        ``wait=False`` (asynchronous training): do not wait for the workers. A Ray actor takes them after the
-        sample it is running (its calls run in order), the in-process worker before its next sample; errors
-        (a dead actor: restarted with these weights) surface at the next :meth:`collect`."""
-        self._version += 1
-        self._weights = weights
-        if self.local is not None:
-            with self._local_lock:
-                if self._local_job is not None and not self._local_job.done():
-                    self._local_pending = (weights, self._version)  # taken before the next sample
-                else:
-                    self._local_pending = None
-                    self.local.set_weights(weights, self._version)
-            return self._version
-        import ray
-
-        self._weights_ref = ray.put(dict(weights))
-        for i in range(len(self.actors)):
-            if wait:
-                self._call_with_restart(i, lambda a: a.set_weights.remote(self._weights_ref, self._version))
-            else:
-                actor = self.actors[i]
-                self._pending_sets.append((i, actor, actor.set_weights.remote(self._weights_ref, self._version)))
-        return self._version
-
-    @property
-    def version(self) -> int:
-        """The version of the weights last pushed (:meth:`sync_weights`); samples carry theirs."""
-        return self._version
-
-    def _restart(self, i: int, err: Exception) -> None:
-        import ray
-
-        self.num_restarts += 1
-        if self.num_restarts > self.max_restarts:
-            raise RuntimeError(f"rollout worker {i + 1} died and the restart budget "
-                               f"(rollout.max_worker_restarts={self.max_restarts}) is spent: {err}") from err
-        logger.warning("rollout worker %d died (%s); restarting it and redoing its batch", i + 1,
-                       type(err).__name__)
-        try:
-            ray.kill(self.actors[i])
-        except Exception:
-            pass
-        self.actors[i] = self._start(i)
-        if self._weights_ref is not None:
-            ray.get(self.actors[i].set_weights.remote(self._weights_ref, self._version))
-
-    def _call_with_restart(self, i: int, call):
-        import ray
-        from ray.exceptions import RayActorError
-
-        while True:
-            try:
-                return ray.get(call(self.actors[i]))
-            except RayActorError as e:
-                self._restart(i, e)
-
-    def sample(self, seeds: Sequence[int], *, sampling_seed: int, split: str = "train",
-               mode: str = default_of("sampling.mode"), k: int = default_of("sampling.k"),
-               temperature: Optional[float] = None) -> list[dict[str, Any]]:
-        """Split ``seeds`` into one contiguous part per worker; returns the parts' results in order."""
-        return self.collect(self.submit(seeds, sampling_seed=sampling_seed, split=split, mode=mode, k=k,
-                                        temperature=temperature))
-
-    def submit(self, seeds: Sequence[int], *, sampling_seed: int, split: str = "train",
-               mode: str = default_of("sampling.mode"), k: int = default_of("sampling.k"),
-               temperature: Optional[float] = None, background: bool = False) -> "SampleJob":
-        """Start sampling (:meth:`sample`'s arguments) and return at once; :meth:`collect` waits for it.
-
-        Ray actors start at once; the in-process worker runs the job in a background thread when
-        ``background`` (asynchronous training), else when it is collected."""
-        seeds = list(seeds)
-        n = 1 if self.local is not None else len(self.actors)
-        bounds = [round(j * len(seeds) / n) for j in range(n + 1)]
-        parts = [(j, seeds[bounds[j]:bounds[j + 1]], bounds[j]) for j in range(n) if bounds[j + 1] > bounds[j]]
-        options = dict(sampling_seed=sampling_seed, split=split, mode=mode, k=k, temperature=temperature)
-        job = SampleJob(parts=parts, options=options)
-        if self.local is not None:
-            if background:
-                import concurrent.futures
-
-                if self._executor is None:
-                    self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="rollout")
-                with self._local_lock:
-                    self._local_job = job.future = self._executor.submit(self._local_parts, job)
-            return job
-        job.refs = {j: self.actors[j].sample.remote(part, **job.kwargs(j, off)) for j, part, off in parts}
-        return job
-
-    def _local_parts(self, job: "SampleJob") -> list[dict[str, Any]]:
-        assert self.local is not None
-        with self._local_lock:  # weights pushed while the previous job ran
-            pending, self._local_pending = self._local_pending, None
-        if pending is not None:
-            self.local.set_weights(*pending)
-        return [self.local.sample(part, **job.kwargs(j, off)) for j, part, off in job.parts]
-
-    def collect(self, job: "SampleJob") -> list[dict[str, Any]]:
-        """The results of a :meth:`submit` (in part order), redoing the part of an actor that died."""
-        if self.local is not None:
-            if job.future is not None:
-                return job.future.result()
-            self.wait_idle()  # a background job first (it holds the worker), then its pending weights
-            return self._local_parts(job)
-        import ray
-        from ray.exceptions import RayActorError
-
-        pending, self._pending_sets = self._pending_sets, []
-        for i, actor, ref in pending:
-            try:
-                ray.get(ref)
-            except RayActorError as e:
-                if self.actors[i] is actor:  # not restarted since: restart it (with the latest weights)
-                    self._restart(i, e)
-        out: dict[int, dict] = {}
-        for j, part, off in job.parts:
-            try:
-                out[j] = ray.get(job.refs[j])
-            except RayActorError as e:
-                self._restart(j, e)
-                out[j] = self._call_with_restart(
-                    j, lambda a, p=part, jj=j, o=off: a.sample.remote(p, **job.kwargs(jj, o)))
-        return [out[j] for j, _, _ in job.parts]
-
-    def wait_idle(self) -> None:
-        """Wait until the in-process worker's background job (if any) is done."""
-        job = self._local_job
-        if job is not None:
-            job.exception()  # waits; its result stays in the future for collect()
-
-    def stop(self) -> None:
-        if self._executor is not None:
-            self._executor.shutdown(wait=True, cancel_futures=True)
-            self._executor = None
-        import ray
-
-        for a in self.actors:
-            try:
-                ray.kill(a)
-            except Exception:
-                pass
-        self.actors = []
-        self.local = None

@@ -9,16 +9,20 @@ train/eval split, ``snapshot()``/``restore()``, rendering and the lazily created
 How it plays
 ------------
 ``possible_agents == list(cls.roles)``. The roles act in that fixed order; one *turn*
-is one cycle through all roles. When role ``a`` steps with text ``t`` the env calls the
-subclass hook ``apply_action(a, t)`` which returns a :class:`StepOutcome`
-``(valid, team, local, done, success, info)``; the base then assigns, to ``a`` only,
+is one cycle through all roles. An orchestrated task chooses the next role from the state
+instead (the hook :meth:`LLMTeamEnv.next_role`); a turn then ends when the next role has
+already acted in the current turn, so each role acts at most once per turn.
+
+When role ``a`` steps with text ``t`` the env calls the subclass hook ``apply_action(a, t)``
+which returns a :class:`StepOutcome` ``(valid, team, local, done, success, info)``; the base
+then assigns, to ``a`` only,
 
     reward = alpha * team + local            (local includes -invalid_penalty if not valid)
 
 and writes ``infos[a]`` with at least ``turn`` (0-based turn of that action), ``task_id``,
 ``action_valid``, ``reward_parts={"team": team, "local": local}`` and ``reward``. When
-``done`` is returned the episode terminates for every role; when the last role of turn
-``max_turns - 1`` has acted without ``done``, every role is truncated. At episode end every
+``done`` is returned the episode terminates for every role; when turn ``max_turns - 1`` ends
+without ``done``, every role is truncated. At episode end every
 role's info carries ``success`` (``False`` on truncation: a time-out is never a success)
 and ``episode_end=True``. As in any AEC env, the finished roles are then removed by
 stepping them with ``None``.
@@ -50,6 +54,8 @@ Set the class attributes ``roles`` (stable agent names, in turn order), ``metada
     The full prompt of ``agent`` now: current state, legend, answer format, history.
 ``apply_action(agent, text) -> StepOutcome``
     Parse and apply one role's text; update ``self.game_state``; never raise on any text.
+``next_role(agent, outcome) -> str`` (optional)
+    The role to act after ``agent``; default: the fixed cycle. Override it to branch or loop.
 ``render_text() -> str`` (and optionally ``render_rgb() -> np.ndarray``)
     ``render()`` uses them for ``"ansi"``/``"human"`` and ``"rgb_array"``.
 
@@ -251,8 +257,9 @@ class LLMTeamEnv(AECEnv):
     Args:
         split: ``"train"`` or ``"eval"`` (disjoint problem sets); tasks with user-given
             data may also accept ``"all"``.
-        max_turns: turns (cycles through all roles) before truncation, a positive integer;
-            ``max_cycles`` is the same setting under PettingZoo's name (see :func:`resolve_max_turns`).
+        max_turns: turns (cycles through all roles; see :meth:`next_role` for other orders) before
+            truncation, a positive integer; ``max_cycles`` is the same setting under PettingZoo's
+            name (see :func:`resolve_max_turns`).
         alpha: weight of the team term in ``alpha * team + local``.
         invalid_penalty: subtracted from ``local`` for an invalid action (>= 0).
         sandbox: ``"auto"``/``"bwrap"``/``"local"``/``"docker"`` (a process-wide shared
@@ -337,6 +344,18 @@ class LLMTeamEnv(AECEnv):
     def apply_action(self, agent: str, text: str) -> StepOutcome:
         """Parse and apply ``agent``'s text, updating ``self.game_state``; never raise on any text."""
         raise NotImplementedError
+
+    def next_role(self, agent: str, outcome: StepOutcome) -> str:
+        """The role to act after ``agent`` has acted with ``outcome`` (``self.game_state`` is already
+        the new state). Default: the fixed cycle through :attr:`roles`. An orchestrated task
+        overrides it to branch or loop on the state (a verifier that approves or rejects, a router).
+
+        Turns follow from it: a turn ends when the role chosen here has already acted in the
+        current turn (with the fixed cycle: after the last role). So each role acts at most once
+        per turn, ``(turn, agent)`` names one step of an episode, and ``max_turns`` bounds the
+        episode for any order. Called after every step, also the one that ends the episode.
+        """
+        return self.roles[(self.roles.index(agent) + 1) % len(self.roles)]
 
     def render_text(self) -> str:
         """Text picture of the current state (``render_mode="ansi"``)."""
@@ -488,14 +507,18 @@ class LLMTeamEnv(AECEnv):
         self.rewards[agent] = reward
         self.infos[agent] = info
 
-        idx = self.roles.index(agent)
-        if idx == len(self.roles) - 1:
+        following = self.next_role(agent, outcome)
+        if following not in self.roles:
+            raise ValueError(f"{type(self).__name__}.next_role returned {following!r}, not one of its roles "
+                             f"{self.roles} (a bug in the task)")
+        turn_ends = self._acted_this_turn(following)
+        if turn_ends:
             self.turn += 1
         if outcome.done:
             self.done = True
             self.success = bool(outcome.success)
             self.terminations = {a: True for a in self.agents}
-        elif idx == len(self.roles) - 1 and self.turn >= self.max_turns:
+        elif turn_ends and self.turn >= self.max_turns:
             self.done = True
             self.success = False
             self.truncations = {a: True for a in self.agents}
@@ -503,8 +526,17 @@ class LLMTeamEnv(AECEnv):
             for a in self.agents:
                 self.infos[a] = {**self.infos[a], "success": self.success, "episode_end": True}
         self._accumulate_rewards()
-        self.agent_selection = self.roles[(idx + 1) % len(self.roles)]
+        self.agent_selection = following
         self._prompt_cache = {}
+
+    def _acted_this_turn(self, agent: str) -> bool:
+        """Whether ``agent`` has acted in the current turn (read from the transcript's tail)."""
+        for entry in reversed(self.transcript):
+            if entry.turn != self.turn:
+                return False
+            if entry.agent == agent:
+                return True
+        return False
 
     def render(self) -> str | np.ndarray | None:
         if self.render_mode is None:

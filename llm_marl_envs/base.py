@@ -85,8 +85,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from sandboxes import ExecutionResult, Sandbox
 
 __all__ = [
-    "ACTION_MAX_CHARS", "PROMPT_MAX_CHARS", "SPLITS", "AnyText", "EnvSnapshot", "LLMTeamEnv", "StepOutcome",
-    "TranscriptEntry", "extract_code_block", "resolve_max_turns", "shared_sandbox", "split_of", "stable_hash",
+    "ACTION_MAX_CHARS", "PROMPT_MAX_CHARS", "SPLITS", "AnyText", "EnvSnapshot", "LLMTeamEnv", "RewardShaping",
+    "StepOutcome", "TranscriptEntry", "extract_code_block", "resolve_max_turns", "shared_sandbox", "split_of",
+    "stable_hash",
 ]
 
 #: Largest prompt the observation space declares (characters); also the state space's bound.
@@ -171,6 +172,60 @@ class EnvSnapshot:
     truncations: tuple[tuple[str, bool], ...]
     infos: tuple[tuple[str, dict[str, Any]], ...]
     rng_state: Mapping[str, Any] | None
+
+
+@dataclasses.dataclass(frozen=True)
+class RewardShaping:
+    """Reward shaping of PettingLLMs' reward algorithms, applied to each step's reward
+    ``r = alpha * team + local`` (the env argument ``reward_shaping``; see docs/environments.md):
+
+    ``turn_discount``: ``r * discount ** (max_turns - turn)``;
+    ``hop_weighted``: ``r * min(1, (hop + 1) / max_hops)``, ``hop`` the 0-based index of the action
+    in the episode, ``max_hops`` default ``max_turns * len(roles)``;
+    ``binary``: ``1 if r > threshold else 0``; ``normalized``: ``clip(r, -1, 1)``.
+    """
+
+    name: str
+    discount: float = 0.99
+    max_hops: int | None = None
+    threshold: float = 0.5
+
+    NAMES: ClassVar[tuple[str, ...]] = ("turn_discount", "hop_weighted", "binary", "normalized")
+
+    @classmethod
+    def from_config(cls, spec: "str | Mapping[str, Any] | RewardShaping | None") -> "RewardShaping | None":
+        """``None`` (no shaping), a name, or a mapping ``{"name": ..., "discount"/"max_hops"/"threshold": ...}``."""
+        if spec is None or isinstance(spec, RewardShaping):
+            return spec
+        config = {"name": spec} if isinstance(spec, str) else spec
+        if not isinstance(config, Mapping):
+            raise TypeError(f"reward_shaping must be a name or a mapping, got {type(spec).__name__}")
+        config = dict(config)
+        unknown = set(config) - {f.name for f in dataclasses.fields(cls)}
+        if unknown:
+            raise ValueError(f"reward_shaping: unknown key(s) {sorted(unknown)}; known: name, discount, max_hops, "
+                             "threshold")
+        if config.get("name") not in cls.NAMES:
+            raise ValueError(f"reward_shaping={config.get('name')!r} is unknown; choose one of {list(cls.NAMES)} "
+                             "(or None for none)")
+        shaping = cls(**config)
+        if not 0.0 < shaping.discount <= 1.0:
+            raise ValueError(f"reward_shaping discount={shaping.discount!r} must be in (0, 1]")
+        if shaping.max_hops is not None and (isinstance(shaping.max_hops, bool) or not isinstance(
+                shaping.max_hops, int) or shaping.max_hops < 1):
+            raise ValueError(f"reward_shaping max_hops={shaping.max_hops!r} must be a positive integer")
+        return shaping
+
+    def apply(self, reward: float, *, turn: int, hop: int, max_turns: int, n_roles: int) -> float:
+        """The shaped reward of one step (see the class docstring)."""
+        if self.name == "turn_discount":
+            return reward * self.discount ** (max_turns - turn)
+        if self.name == "hop_weighted":
+            max_hops = self.max_hops if self.max_hops is not None else max_turns * n_roles
+            return reward * min(1.0, (hop + 1) / max_hops)
+        if self.name == "binary":
+            return 1.0 if reward > self.threshold else 0.0
+        return min(1.0, max(-1.0, reward))
 
 
 # ---------------------------------------------------------------------------- helpers
@@ -266,6 +321,9 @@ class LLMTeamEnv(AECEnv):
             sandbox created on first use) or a :class:`sandboxes.Sandbox` instance.
         sandbox_limits: limits for a sandbox created by name (``timeout_s``, ``memory_mb``...).
         render_mode: ``None``, ``"ansi"``, ``"human"`` or ``"rgb_array"`` (where supported).
+        reward_shaping: ``None`` (default: the rewards above, unchanged) or one of
+            :attr:`RewardShaping.NAMES` (a name, or a mapping with ``name`` and its parameters):
+            applied to each step's ``alpha * team + local``; see :class:`RewardShaping`.
     """
 
     roles: ClassVar[tuple[str, ...]] = ()
@@ -279,7 +337,8 @@ class LLMTeamEnv(AECEnv):
 
     def __init__(self, *, split: str = "train", max_turns: int | None = None, max_cycles: int | None = None,
                  alpha: float = 1.0, invalid_penalty: float = 0.1, sandbox: "str | Sandbox" = "auto",
-                 sandbox_limits: Mapping[str, Any] | None = None, render_mode: str | None = None) -> None:
+                 sandbox_limits: Mapping[str, Any] | None = None, render_mode: str | None = None,
+                 reward_shaping: "str | Mapping[str, Any] | RewardShaping | None" = None) -> None:
         super().__init__()
         if not self.roles or len(set(self.roles)) != len(self.roles):
             raise TypeError(f"{type(self).__name__}.roles must be a non-empty tuple of distinct agent names, "
@@ -297,6 +356,7 @@ class LLMTeamEnv(AECEnv):
         self.alpha = float(alpha)
         self.invalid_penalty = float(invalid_penalty)
         self.render_mode = render_mode
+        self.reward_shaping = RewardShaping.from_config(reward_shaping)
         self._sandbox_spec: Any = sandbox
         self._sandbox_limits = dict(sandbox_limits or {})
         self._sandbox: Sandbox | None = None if isinstance(sandbox, str) else sandbox
@@ -498,6 +558,10 @@ class LLMTeamEnv(AECEnv):
         local = float(outcome.local) - (0.0 if outcome.valid else self.invalid_penalty)
         reward = self.alpha * team + local
         info = dict(outcome.info)
+        if self.reward_shaping is not None:
+            info["reward_unshaped"] = reward
+            reward = self.reward_shaping.apply(reward, turn=self.turn, hop=len(self.transcript),
+                                               max_turns=self.max_turns, n_roles=len(self.roles))
         info.update(turn=self.turn, task_id=self.task_id, action_valid=bool(outcome.valid),
                     reward_parts={"team": team, "local": local}, reward=reward)
         self.transcript = self.transcript + (TranscriptEntry(self.turn, agent, text if text is not None else "",

@@ -24,6 +24,7 @@ register_task("llm_marl/Sudoku-v0", "llm_marl_envs.grid.sudoku:SudokuEnv")
 register_task("llm_marl/PlanPath-v0", "llm_marl_envs.grid.planpath:PlanPathEnv")
 register_task("llm_marl/Code-v0", "llm_marl_envs.code:CodeEnv")
 register_task("llm_marl/Math-v0", "llm_marl_envs.math.env:MathEnv")
+register_task("llm_marl/MathVerify-v0", "llm_marl_envs.math.verify:MathVerifyEnv")
 
 __all__ = ["AnyText", "EnvSnapshot", "LLMTeamEnv", "NAMESPACE", "PettingZooFunctions", "StepOutcome",
            "TranscriptEntry", "extract_code_block", "full_id", "make", "make_parallel", "pettingzoo_functions",

@@ -9,16 +9,20 @@ train/eval split, ``snapshot()``/``restore()``, rendering and the lazily created
 How it plays
 ------------
 ``possible_agents == list(cls.roles)``. The roles act in that fixed order; one *turn*
-is one cycle through all roles. When role ``a`` steps with text ``t`` the env calls the
-subclass hook ``apply_action(a, t)`` which returns a :class:`StepOutcome`
-``(valid, team, local, done, success, info)``; the base then assigns, to ``a`` only,
+is one cycle through all roles. An orchestrated task chooses the next role from the state
+instead (the hook :meth:`LLMTeamEnv.next_role`); a turn then ends when the next role has
+already acted in the current turn, so each role acts at most once per turn.
+
+When role ``a`` steps with text ``t`` the env calls the subclass hook ``apply_action(a, t)``
+which returns a :class:`StepOutcome` ``(valid, team, local, done, success, info)``; the base
+then assigns, to ``a`` only,
 
     reward = alpha * team + local            (local includes -invalid_penalty if not valid)
 
 and writes ``infos[a]`` with at least ``turn`` (0-based turn of that action), ``task_id``,
 ``action_valid``, ``reward_parts={"team": team, "local": local}`` and ``reward``. When
-``done`` is returned the episode terminates for every role; when the last role of turn
-``max_turns - 1`` has acted without ``done``, every role is truncated. At episode end every
+``done`` is returned the episode terminates for every role; when turn ``max_turns - 1`` ends
+without ``done``, every role is truncated. At episode end every
 role's info carries ``success`` (``False`` on truncation: a time-out is never a success)
 and ``episode_end=True``. As in any AEC env, the finished roles are then removed by
 stepping them with ``None``.
@@ -50,6 +54,8 @@ Set the class attributes ``roles`` (stable agent names, in turn order), ``metada
     The full prompt of ``agent`` now: current state, legend, answer format, history.
 ``apply_action(agent, text) -> StepOutcome``
     Parse and apply one role's text; update ``self.game_state``; never raise on any text.
+``next_role(agent, outcome) -> str`` (optional)
+    The role to act after ``agent``; default: the fixed cycle. Override it to branch or loop.
 ``render_text() -> str`` (and optionally ``render_rgb() -> np.ndarray``)
     ``render()`` uses them for ``"ansi"``/``"human"`` and ``"rgb_array"``.
 
@@ -79,8 +85,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from sandboxes import ExecutionResult, Sandbox
 
 __all__ = [
-    "ACTION_MAX_CHARS", "PROMPT_MAX_CHARS", "SPLITS", "AnyText", "EnvSnapshot", "LLMTeamEnv", "StepOutcome",
-    "TranscriptEntry", "extract_code_block", "resolve_max_turns", "shared_sandbox", "split_of", "stable_hash",
+    "ACTION_MAX_CHARS", "PROMPT_MAX_CHARS", "SPLITS", "AnyText", "EnvSnapshot", "LLMTeamEnv", "RewardShaping",
+    "StepOutcome", "TranscriptEntry", "extract_code_block", "resolve_max_turns", "shared_sandbox", "split_of",
+    "stable_hash",
 ]
 
 #: Largest prompt the observation space declares (characters); also the state space's bound.
@@ -167,6 +174,60 @@ class EnvSnapshot:
     rng_state: Mapping[str, Any] | None
 
 
+@dataclasses.dataclass(frozen=True)
+class RewardShaping:
+    """Reward shaping of PettingLLMs' reward algorithms, applied to each step's reward
+    ``r = alpha * team + local`` (the env argument ``reward_shaping``; see docs/environments.md):
+
+    ``turn_discount``: ``r * discount ** (max_turns - turn)``;
+    ``hop_weighted``: ``r * min(1, (hop + 1) / max_hops)``, ``hop`` the 0-based index of the action
+    in the episode, ``max_hops`` default ``max_turns * len(roles)``;
+    ``binary``: ``1 if r > threshold else 0``; ``normalized``: ``clip(r, -1, 1)``.
+    """
+
+    name: str
+    discount: float = 0.99
+    max_hops: int | None = None
+    threshold: float = 0.5
+
+    NAMES: ClassVar[tuple[str, ...]] = ("turn_discount", "hop_weighted", "binary", "normalized")
+
+    @classmethod
+    def from_config(cls, spec: "str | Mapping[str, Any] | RewardShaping | None") -> "RewardShaping | None":
+        """``None`` (no shaping), a name, or a mapping ``{"name": ..., "discount"/"max_hops"/"threshold": ...}``."""
+        if spec is None or isinstance(spec, RewardShaping):
+            return spec
+        config = {"name": spec} if isinstance(spec, str) else spec
+        if not isinstance(config, Mapping):
+            raise TypeError(f"reward_shaping must be a name or a mapping, got {type(spec).__name__}")
+        config = dict(config)
+        unknown = set(config) - {f.name for f in dataclasses.fields(cls)}
+        if unknown:
+            raise ValueError(f"reward_shaping: unknown key(s) {sorted(unknown)}; known: name, discount, max_hops, "
+                             "threshold")
+        if config.get("name") not in cls.NAMES:
+            raise ValueError(f"reward_shaping={config.get('name')!r} is unknown; choose one of {list(cls.NAMES)} "
+                             "(or None for none)")
+        shaping = cls(**config)
+        if not 0.0 < shaping.discount <= 1.0:
+            raise ValueError(f"reward_shaping discount={shaping.discount!r} must be in (0, 1]")
+        if shaping.max_hops is not None and (isinstance(shaping.max_hops, bool) or not isinstance(
+                shaping.max_hops, int) or shaping.max_hops < 1):
+            raise ValueError(f"reward_shaping max_hops={shaping.max_hops!r} must be a positive integer")
+        return shaping
+
+    def apply(self, reward: float, *, turn: int, hop: int, max_turns: int, n_roles: int) -> float:
+        """The shaped reward of one step (see the class docstring)."""
+        if self.name == "turn_discount":
+            return reward * self.discount ** (max_turns - turn)
+        if self.name == "hop_weighted":
+            max_hops = self.max_hops if self.max_hops is not None else max_turns * n_roles
+            return reward * min(1.0, (hop + 1) / max_hops)
+        if self.name == "binary":
+            return 1.0 if reward > self.threshold else 0.0
+        return min(1.0, max(-1.0, reward))
+
+
 # ---------------------------------------------------------------------------- helpers
 def stable_hash(text: str) -> str:
     """A stable hex digest of ``text`` (sha256): the same on every machine and run."""
@@ -251,14 +312,18 @@ class LLMTeamEnv(AECEnv):
     Args:
         split: ``"train"`` or ``"eval"`` (disjoint problem sets); tasks with user-given
             data may also accept ``"all"``.
-        max_turns: turns (cycles through all roles) before truncation, a positive integer;
-            ``max_cycles`` is the same setting under PettingZoo's name (see :func:`resolve_max_turns`).
+        max_turns: turns (cycles through all roles; see :meth:`next_role` for other orders) before
+            truncation, a positive integer; ``max_cycles`` is the same setting under PettingZoo's
+            name (see :func:`resolve_max_turns`).
         alpha: weight of the team term in ``alpha * team + local``.
         invalid_penalty: subtracted from ``local`` for an invalid action (>= 0).
         sandbox: ``"auto"``/``"bwrap"``/``"local"``/``"docker"`` (a process-wide shared
             sandbox created on first use) or a :class:`sandboxes.Sandbox` instance.
         sandbox_limits: limits for a sandbox created by name (``timeout_s``, ``memory_mb``...).
         render_mode: ``None``, ``"ansi"``, ``"human"`` or ``"rgb_array"`` (where supported).
+        reward_shaping: ``None`` (default: the rewards above, unchanged) or one of
+            :attr:`RewardShaping.NAMES` (a name, or a mapping with ``name`` and its parameters):
+            applied to each step's ``alpha * team + local``; see :class:`RewardShaping`.
     """
 
     roles: ClassVar[tuple[str, ...]] = ()
@@ -272,7 +337,8 @@ class LLMTeamEnv(AECEnv):
 
     def __init__(self, *, split: str = "train", max_turns: int | None = None, max_cycles: int | None = None,
                  alpha: float = 1.0, invalid_penalty: float = 0.1, sandbox: "str | Sandbox" = "auto",
-                 sandbox_limits: Mapping[str, Any] | None = None, render_mode: str | None = None) -> None:
+                 sandbox_limits: Mapping[str, Any] | None = None, render_mode: str | None = None,
+                 reward_shaping: "str | Mapping[str, Any] | RewardShaping | None" = None) -> None:
         super().__init__()
         if not self.roles or len(set(self.roles)) != len(self.roles):
             raise TypeError(f"{type(self).__name__}.roles must be a non-empty tuple of distinct agent names, "
@@ -290,6 +356,7 @@ class LLMTeamEnv(AECEnv):
         self.alpha = float(alpha)
         self.invalid_penalty = float(invalid_penalty)
         self.render_mode = render_mode
+        self.reward_shaping = RewardShaping.from_config(reward_shaping)
         self._sandbox_spec: Any = sandbox
         self._sandbox_limits = dict(sandbox_limits or {})
         self._sandbox: Sandbox | None = None if isinstance(sandbox, str) else sandbox
@@ -337,6 +404,18 @@ class LLMTeamEnv(AECEnv):
     def apply_action(self, agent: str, text: str) -> StepOutcome:
         """Parse and apply ``agent``'s text, updating ``self.game_state``; never raise on any text."""
         raise NotImplementedError
+
+    def next_role(self, agent: str, outcome: StepOutcome) -> str:
+        """The role to act after ``agent`` has acted with ``outcome`` (``self.game_state`` is already
+        the new state). Default: the fixed cycle through :attr:`roles`. An orchestrated task
+        overrides it to branch or loop on the state (a verifier that approves or rejects, a router).
+
+        Turns follow from it: a turn ends when the role chosen here has already acted in the
+        current turn (with the fixed cycle: after the last role). So each role acts at most once
+        per turn, ``(turn, agent)`` names one step of an episode, and ``max_turns`` bounds the
+        episode for any order. Called after every step, also the one that ends the episode.
+        """
+        return self.roles[(self.roles.index(agent) + 1) % len(self.roles)]
 
     def render_text(self) -> str:
         """Text picture of the current state (``render_mode="ansi"``)."""
@@ -479,6 +558,10 @@ class LLMTeamEnv(AECEnv):
         local = float(outcome.local) - (0.0 if outcome.valid else self.invalid_penalty)
         reward = self.alpha * team + local
         info = dict(outcome.info)
+        if self.reward_shaping is not None:
+            info["reward_unshaped"] = reward
+            reward = self.reward_shaping.apply(reward, turn=self.turn, hop=len(self.transcript),
+                                               max_turns=self.max_turns, n_roles=len(self.roles))
         info.update(turn=self.turn, task_id=self.task_id, action_valid=bool(outcome.valid),
                     reward_parts={"team": team, "local": local}, reward=reward)
         self.transcript = self.transcript + (TranscriptEntry(self.turn, agent, text if text is not None else "",
@@ -488,14 +571,18 @@ class LLMTeamEnv(AECEnv):
         self.rewards[agent] = reward
         self.infos[agent] = info
 
-        idx = self.roles.index(agent)
-        if idx == len(self.roles) - 1:
+        following = self.next_role(agent, outcome)
+        if following not in self.roles:
+            raise ValueError(f"{type(self).__name__}.next_role returned {following!r}, not one of its roles "
+                             f"{self.roles} (a bug in the task)")
+        turn_ends = self._acted_this_turn(following)
+        if turn_ends:
             self.turn += 1
         if outcome.done:
             self.done = True
             self.success = bool(outcome.success)
             self.terminations = {a: True for a in self.agents}
-        elif idx == len(self.roles) - 1 and self.turn >= self.max_turns:
+        elif turn_ends and self.turn >= self.max_turns:
             self.done = True
             self.success = False
             self.truncations = {a: True for a in self.agents}
@@ -503,8 +590,17 @@ class LLMTeamEnv(AECEnv):
             for a in self.agents:
                 self.infos[a] = {**self.infos[a], "success": self.success, "episode_end": True}
         self._accumulate_rewards()
-        self.agent_selection = self.roles[(idx + 1) % len(self.roles)]
+        self.agent_selection = following
         self._prompt_cache = {}
+
+    def _acted_this_turn(self, agent: str) -> bool:
+        """Whether ``agent`` has acted in the current turn (read from the transcript's tail)."""
+        for entry in reversed(self.transcript):
+            if entry.turn != self.turn:
+                return False
+            if entry.agent == agent:
+                return True
+        return False
 
     def render(self) -> str | np.ndarray | None:
         if self.render_mode is None:

@@ -129,12 +129,35 @@ from .extraction import EXTRACTION_MODES, extract_answer
 from .generator import generate_problem
 from ..registry import pettingzoo_functions
 
-__all__ = ["MathEnv", "MathRewards", "MathTask", "MathState", "env", "parallel_env", "parse_reasoner_answer",
-           "parse_tool_output", "raw_env"]
+__all__ = ["MathEnv", "MathProblemEnv", "MathRewards", "MathTask", "MathState", "RewardWeights", "env",
+           "parallel_env", "parse_reasoner_answer", "parse_tool_output", "raw_env"]
+
+
+class RewardWeights:
+    """A frozen dataclass of named reward weights built from ``rewards={...}`` (see :meth:`from_config`)."""
+
+    @classmethod
+    def from_config(cls, config: Any) -> Any:
+        """``None``: the defaults; an instance: itself; a mapping: the defaults with those weights
+        replaced (unknown names and non-numbers raise a ``ValueError`` naming them)."""
+        if config is None:
+            return cls()
+        if isinstance(config, cls):
+            return config
+        if not isinstance(config, Mapping):
+            raise TypeError(f"rewards must be a mapping of weights, got {type(config).__name__}")
+        known = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+        unknown = set(config) - known
+        if unknown:
+            raise ValueError(f"unknown reward weight(s) {sorted(unknown)}; known: {sorted(known)}")
+        for key, value in config.items():
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ValueError(f"reward weight {key}={value!r} must be a number")
+        return cls(**{k: float(v) for k, v in config.items()})
 
 
 @dataclasses.dataclass(frozen=True)
-class MathRewards:
+class MathRewards(RewardWeights):
     """Reward weights; see the module docstring for the formulas."""
 
     reasoner_format: float = 0.2
@@ -143,23 +166,6 @@ class MathRewards:
     tool_prints: float = 0.1
     tool_correct: float = 0.8
     team_correct: float = 1.0
-
-    @classmethod
-    def from_config(cls, config: "MathRewards | Mapping[str, float] | None") -> "MathRewards":
-        if config is None:
-            return cls()
-        if isinstance(config, MathRewards):
-            return config
-        if not isinstance(config, Mapping):
-            raise TypeError(f"rewards must be a mapping of weights, got {type(config).__name__}")
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = set(config) - known
-        if unknown:
-            raise ValueError(f"unknown reward weight(s) {sorted(unknown)}; known: {sorted(known)}")
-        for key, value in config.items():
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise ValueError(f"reward weight {key}={value!r} must be a number")
-        return cls(**{k: float(v) for k, v in config.items()})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -208,35 +214,26 @@ def _truncate(text: str, limit: int) -> str:
     return f"{text[:half]}\n...[{len(text) - 2 * half} characters cut]...\n{text[-half:]}"
 
 
-class MathEnv(LLMTeamEnv):
-    """``llm_marl/Math-v0``; see the module docstring."""
-
-    roles = ("reasoner", "tool")
-    default_max_turns = 4
-    metadata = {"name": "math_v0", "render_modes": ["ansi", "human"], "is_parallelizable": False}
+class MathProblemEnv(LLMTeamEnv):
+    """The problems every math task plays (:class:`MathEnv`, ``MathVerifyEnv``): the built-in
+    generator (``difficulty``, ``families``), ``problems=[...]`` or ``dataset={...}``, split by a
+    content hash of the problem text, and the reasoner's ``answer_extraction`` mode."""
 
     def __init__(self, *, problems: Sequence[Mapping[str, Any]] | None = None,
                  dataset: Mapping[str, Any] | None = None, difficulty: int = 1,
-                 families: Sequence[str] | None = None, rewards: MathRewards | Mapping[str, float] | None = None,
-                 tool_timeout_s: float = 10.0, tool_memory_mb: int = 512, feedback_chars: int = 600,
-                 answer_extraction: str = "last_boxed", **kwargs: Any) -> None:
+                 families: Sequence[str] | None = None, answer_extraction: str = "last_boxed",
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
         if problems is not None and dataset is not None:
             raise ValueError("give either problems=[...] or dataset={...}, not both")
         if difficulty not in (1, 2, 3):
             raise ValueError(f"difficulty={difficulty!r} must be 1, 2 or 3")
-        if not tool_timeout_s > 0:
-            raise ValueError(f"tool_timeout_s={tool_timeout_s!r} must be positive")
         if answer_extraction not in EXTRACTION_MODES:
             raise ValueError(f"answer_extraction={answer_extraction!r} is not a mode; choose one of "
                              f"{list(EXTRACTION_MODES)}")
         self.answer_extraction = answer_extraction
         self.difficulty = difficulty
         self.families = tuple(families) if families else None
-        self.rewards_cfg = MathRewards.from_config(rewards)
-        self.tool_timeout_s = float(tool_timeout_s)
-        self.tool_memory_mb = int(tool_memory_mb)
-        self.feedback_chars = int(feedback_chars)
         self._problems: tuple[MathTask, ...] | None = None
         if problems is not None:
             tasks = tuple(self._as_task(p, f"problems[{i}]") for i, p in enumerate(problems))
@@ -270,13 +267,39 @@ class MathEnv(LLMTeamEnv):
         task_id = str(p.get("id") or f"math-{stable_hash(problem)[:12]}")
         return MathTask(task_id, problem, answer, str(p.get("source", "user")))
 
-    # ------------------------------------------------------------------ hooks
     def load_task(self, seed: int, split: str) -> MathTask:
         if self._problems is not None:
             return self._problems[int(seed) % len(self._problems)]
         p = generate_problem(int(seed), split, self.difficulty, self.families)
         return MathTask(p["id"], p["problem"], p["answer"], p["source"])
 
+    def correct(self, answer: str | None) -> bool:
+        """``is_equivalent(answer, reference)``; ``False`` for no answer."""
+        return answer is not None and is_equivalent(answer, self.task.answer)
+
+
+class MathEnv(MathProblemEnv):
+    """``llm_marl/Math-v0``; see the module docstring."""
+
+    roles = ("reasoner", "tool")
+    default_max_turns = 4
+    metadata = {"name": "math_v0", "render_modes": ["ansi", "human"], "is_parallelizable": False}
+
+    def __init__(self, *, problems: Sequence[Mapping[str, Any]] | None = None,
+                 dataset: Mapping[str, Any] | None = None, difficulty: int = 1,
+                 families: Sequence[str] | None = None, rewards: MathRewards | Mapping[str, float] | None = None,
+                 tool_timeout_s: float = 10.0, tool_memory_mb: int = 512, feedback_chars: int = 600,
+                 answer_extraction: str = "last_boxed", **kwargs: Any) -> None:
+        super().__init__(problems=problems, dataset=dataset, difficulty=difficulty, families=families,
+                         answer_extraction=answer_extraction, **kwargs)
+        if not tool_timeout_s > 0:
+            raise ValueError(f"tool_timeout_s={tool_timeout_s!r} must be positive")
+        self.rewards_cfg: MathRewards = MathRewards.from_config(rewards)
+        self.tool_timeout_s = float(tool_timeout_s)
+        self.tool_memory_mb = int(tool_memory_mb)
+        self.feedback_chars = int(feedback_chars)
+
+    # ------------------------------------------------------------------ hooks
     def initial_state(self, task: MathTask) -> MathState:
         return MathState()
 

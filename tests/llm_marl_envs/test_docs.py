@@ -27,6 +27,7 @@ MODULES = {
     "llm_marl_envs.grid.planpath": ("llm_marl/PlanPath-v0", "docs/environments.md"),
     "llm_marl_envs.code.env": ("llm_marl/Code-v0", "docs/code.md"),
     "llm_marl_envs.math.env": ("llm_marl/Math-v0", "docs/math.md"),
+    "llm_marl_envs.math.verify": ("llm_marl/MathVerify-v0", "docs/math.md"),
     "llm_marl_envs.examples.arithmetic": ("llm_marl/Arithmetic-v0", "docs/adding_a_task.md"),
 }
 GRID_MODULES = ["llm_marl_envs.grid.sokoban", "llm_marl_envs.grid.sudoku", "llm_marl_envs.grid.planpath"]

@@ -15,6 +15,7 @@ CASES = [
     ("Sudoku-v0", {"size": 4}),
     ("Sudoku-v0", {"size": 4, "prompt_style": "compact"}),
     ("Math-v0", {"difficulty": 2}),
+    ("MathVerify-v0", {"difficulty": 2}),
     ("Code-v0", {}),
 ]
 SEEDS = (0, 1, 2)

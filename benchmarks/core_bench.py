@@ -31,8 +31,13 @@ def bench_advantages(n: int = 1_000_000, group_size: int = 8, repeats: int = 3) 
     groups = rng.permutation(np.repeat(np.arange(n // group_size), group_size))
     rewards = rng.integers(0, 2, size=n).astype(np.float64) + rng.normal(scale=0.1, size=n)
     rows = []
+    # gigpo: 4-step episodes, group_size episodes per task, 4 anchor states per task
+    steps = np.arange(n)
+    gigpo = {"episode_ids": steps // 4, "anchor_ids": rng.integers(0, 4, size=n)}
     for est in ESTIMATORS:
-        best = min(_timed(partial(compute_advantages, rewards, groups, est)) for _ in range(repeats))
+        args = (rewards, steps // (4 * group_size)) if est == "gigpo" else (rewards, groups)
+        opts = gigpo if est == "gigpo" else {}
+        best = min(_timed(partial(compute_advantages, *args, est, **opts)) for _ in range(repeats))
         rows.append((f"compute_advantages {est}, {n:,} samples, int group ids", best))
     str_groups = groups.astype(str)
     rows.append((f"compute_advantages at_grpo, {n:,} samples, str group ids",

@@ -277,6 +277,14 @@ class ATGRPO(Algorithm):
         if not samples:
             return np.zeros(0), np.zeros(0, dtype=np.int64), np.ones(0, dtype=bool)
         rewards = np.array([s.reward for s in samples], dtype=np.float64)
+        if cfg.estimator == "gigpo":  # its own groups: episodes of a task, and identical states (step groups)
+            from .core.advantages import gigpo_of_samples
+            from .core.options import GiGPOOptions
+
+            g = gigpo_of_samples(samples, by=tuple(cfg.group_by), options=GiGPOOptions(
+                float(cfg.gigpo_step_weight), float(cfg.gigpo_gamma), bool(cfg.gigpo_std_norm)))
+            keep = g.informative if cfg.filter_zero_variance else np.ones(len(samples), dtype=bool)
+            return g.advantages * (-1.0 if cfg.flip_advantages else 1.0), g.step_groups, keep
         gids = group_ids(samples, by=tuple(cfg.group_by))
         keep = dynamic_sampling_mask(rewards, gids) if cfg.filter_zero_variance else np.ones(len(samples), dtype=bool)
         # REINFORCE++-baseline whitens over the samples that are trained, per policy

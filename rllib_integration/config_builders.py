@@ -244,9 +244,12 @@ class ConfigBuilders:
     def training(
         self,
         *,
-        estimator: Literal['at_grpo', 'grpo_per_agent', 'dr_grpo', 'rloo', 'reinforce_pp'] = NOT_PROVIDED,
+        estimator: Literal['at_grpo', 'grpo_per_agent', 'dr_grpo', 'rloo', 'reinforce_pp', 'gigpo'] = NOT_PROVIDED,
         group_by: Sequence[Literal['task_id', 'env_idx', 'turn', 'agent']] = NOT_PROVIDED,
         filter_zero_variance: bool = NOT_PROVIDED,
+        gigpo_step_weight: float = NOT_PROVIDED,
+        gigpo_gamma: float = NOT_PROVIDED,
+        gigpo_std_norm: bool = NOT_PROVIDED,
         clip_low: float = NOT_PROVIDED,
         clip_high: float = NOT_PROVIDED,
         kl_coef: float = NOT_PROVIDED,
@@ -267,12 +270,20 @@ class ConfigBuilders:
         """RLlib's ``training()`` (``lr``, ``grad_clip``, ...) plus AT-GRPO's estimator and loss.
 
         Args:
-            estimator: advantage estimator (see `core/advantages.py`) (YAML ``training.estimator``; default
-                ``'at_grpo'``).
+            estimator: advantage estimator (see `core/advantages.py`; `gigpo` needs `sampling.mode: parallel`)
+                (YAML ``training.estimator``; default ``'at_grpo'``).
             group_by: the fields of the group key used for advantages (`[task_id, agent]` for DrMAS-style per-
                 agent GRPO) (YAML ``training.group_by``; default ``['task_id', 'env_idx', 'turn', 'agent']``).
-            filter_zero_variance: drop groups whose rewards are all equal (dynamic sampling) (YAML
-                ``training.filter_zero_variance``; default ``True``).
+            filter_zero_variance: drop groups whose rewards are all equal (dynamic sampling; `gigpo`: samples
+                whose episode group and step group both are) (YAML ``training.filter_zero_variance``; default
+                ``True``).
+            gigpo_step_weight: `estimator: gigpo`: the weight omega of the step-level advantage in `A =
+                A_episode + omega * A_step` (docs/training_core.md "Advantages") (YAML
+                ``training.gigpo_step_weight``; default ``1.0``).
+            gigpo_gamma: `estimator: gigpo`: discount of the step-level return-to-go `G_t = r_t + gamma *
+                G_{t+1}` over the episode's steps (YAML ``training.gigpo_gamma``; default ``0.95``).
+            gigpo_std_norm: `estimator: gigpo`: divide both levels by the group std (false: centre only, like
+                `dr_grpo`; verl-agent's `mean_norm`) (YAML ``training.gigpo_std_norm``; default ``True``).
             clip_low: PPO clip range `[1-clip_low, 1+clip_high]` (per policy: `policies.<id>.clip_low`) (YAML
                 ``training.clip_low``; default ``0.2``).
             clip_high: upper PPO clip range (per policy: `policies.<id>.clip_high`) (YAML
@@ -326,6 +337,9 @@ class ConfigBuilders:
             'estimator': estimator,
             'group_by': group_by,
             'filter_zero_variance': filter_zero_variance,
+            'gigpo_step_weight': gigpo_step_weight,
+            'gigpo_gamma': gigpo_gamma,
+            'gigpo_std_norm': gigpo_std_norm,
             'clip_low': clip_low,
             'clip_high': clip_high,
             'kl_coef': kl_coef,

@@ -6,7 +6,8 @@
 ``backends``       generation behind one interface: :class:`GenerationBackend`,
                    ``HFBackend`` (transformers, CPU/GPU), ``VLLMBackend`` (GPU)
 ``rollout``        :class:`RolloutSampler`: tree-structured (AT-GRPO) and parallel rollouts
-``advantages``     ``compute_advantages`` (AT-GRPO, per-agent GRPO, Dr.GRPO, RLOO, REINFORCE++)
+``advantages``     ``compute_advantages`` (AT-GRPO, per-agent GRPO, Dr.GRPO, RLOO, REINFORCE++,
+                   GiGPO: ``gigpo_advantages``)
 ``loss``           ``policy_loss`` (clipped, KL, entropy, aggregation modes), ``collate_samples``
 ``options``        ``LossConfig``, ``HFOptions``, ``LORA_DEFAULTS``: records whose defaults the run
                    settings read (torch-free)
@@ -34,7 +35,8 @@ from typing import Any
 #: public name -> the core module defining it
 _EXPORTS: dict[str, str] = {
     **{n: "advantages" for n in ("ESTIMATORS", "KEY_FIELDS", "compute_advantages", "dynamic_sampling_mask",
-                                 "group_ids_from_keys", "group_codes")},
+                                 "group_ids_from_keys", "group_codes", "gigpo_advantages",
+                                 "gigpo_of_samples")},
     **{n: "loss" for n in ("LossConfig", "AGG_MODES", "KL_ESTIMATORS", "policy_loss", "aggregate", "kl_penalty",
                            "sequence_token_logprobs", "collate_samples")},
     **{n: "rollout" for n in ("GroupKey", "Sample", "EpisodeSummary", "RolloutSampler", "group_ids",

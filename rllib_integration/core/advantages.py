@@ -34,6 +34,11 @@ Estimators (``estimator=``)
     per sample, e.g. its policy id) each label is whitened on its own, not pooled.
     (Within one whitening set the mean of ``a`` is 0 since each group is centred, so this equals
     the usual whitening ``(a - mean(a)) / std(a)``.)
+``"gigpo"``
+    GiGPO (group-in-group policy optimisation, verl-agent / DrMAS): an episode-level advantage
+    plus ``step_weight`` times a step-level one, see :func:`gigpo_advantages`. ``group_ids`` are
+    then the *task* groups (the K episodes played from one task), and the options
+    ``episode_ids=`` and ``anchor_ids=`` are required.
 
 Group ids
 ---------
@@ -51,11 +56,14 @@ fields named in ``by``:
 
 from __future__ import annotations
 
+import hashlib
+from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
 import numpy as np
 
 from .choices import ESTIMATORS, KEY_FIELDS
+from .options import GiGPOOptions
 
 __all__ = [
     "ESTIMATORS",
@@ -65,6 +73,10 @@ __all__ = [
     "dynamic_sampling_mask",
     "group_ids_from_keys",
     "group_codes",
+    "GiGPOAdvantages",
+    "gigpo_advantages",
+    "gigpo_of_samples",
+    "anchor_id",
 ]
 
 DEFAULT_EPS = 1e-6
@@ -193,9 +205,25 @@ def compute_advantages(
     """Per-sample advantages (1-D float64) for scalar ``rewards`` grouped by ``group_ids``.
 
     Options: ``eps`` (float, default 1e-6); for ``reinforce_pp`` also ``keep`` (bool mask of the
-    samples that are trained) and ``whiten_by`` (labels, e.g. policy ids: whiten per label).
+    samples that are trained) and ``whiten_by`` (labels, e.g. policy ids: whiten per label); for
+    ``gigpo`` (``group_ids`` = task groups) ``episode_ids`` and ``anchor_ids`` (required) and
+    ``order``, ``step_weight``, ``gamma``, ``std_norm`` (see :func:`gigpo_advantages`).
     See the module docstring for the formulas.
     """
+    gigpo = {k: options.pop(k) for k in _GIGPO_OPTIONS if k in options}
+    if estimator == "gigpo":
+        eps_g = float(options.pop("eps", DEFAULT_EPS))
+        if options:
+            raise TypeError(f"compute_advantages(estimator='gigpo') got unknown option(s) {sorted(options)}; "
+                            f"known: {sorted(('eps',) + _GIGPO_OPTIONS)}")
+        missing = [k for k in ("episode_ids", "anchor_ids") if k not in gigpo]
+        if missing:
+            raise TypeError(f"compute_advantages(estimator='gigpo') needs {missing}: the episode of each sample and "
+                            "its anchor state (group_ids are the task groups)")
+        return gigpo_advantages(rewards, group_ids, eps=eps_g, **gigpo).advantages
+    if gigpo:
+        raise TypeError(f"compute_advantages got GiGPO option(s) {sorted(gigpo)} with estimator {estimator!r}; "
+                        "they only apply to estimator='gigpo'")
     eps = float(options.pop("eps", DEFAULT_EPS))
     keep = options.pop("keep", None)
     whiten_by = options.pop("whiten_by", None)
@@ -221,7 +249,8 @@ def compute_advantages(
 
     if estimator in ("at_grpo", "grpo_per_agent"):
         var = np.bincount(codes, weights=centred * centred, minlength=n_groups) / np.maximum(counts, 1.0)
-        adv = centred / (np.sqrt(var)[codes] + eps)
+        with np.errstate(divide="ignore", invalid="ignore"):  # eps=0: zero-variance groups, set to 0 below
+            adv = centred / (np.sqrt(var)[codes] + eps)
     elif estimator == "dr_grpo":
         adv = centred
     elif estimator == "rloo":
@@ -267,3 +296,161 @@ def dynamic_sampling_mask(rewards: Any, group_ids: Any) -> np.ndarray:
     if codes.shape[0] != r.shape[0]:
         raise ValueError(f"rewards ({r.shape[0]}) and group_ids ({codes.shape[0]}) differ in length")
     return ~_constant_groups(r, codes, n_groups)[codes]
+
+
+# ------------------------------------------------------------------------------------------- GiGPO
+_GIGPO_OPTIONS = ("episode_ids", "anchor_ids", "order", "step_weight", "gamma", "std_norm")
+_GIGPO = GiGPOOptions()
+
+
+@dataclass(frozen=True)
+class GiGPOAdvantages:
+    """What :func:`gigpo_advantages` computes, one entry per sample (1-D arrays)."""
+
+    #: ``episode_advantages + step_weight * step_advantages``: what the loss uses
+    advantages: np.ndarray
+    #: the episode's return, normalised over the episodes of its task group
+    episode_advantages: np.ndarray
+    #: the step's discounted return-to-go, normalised over its anchor-state group
+    step_advantages: np.ndarray
+    #: the return of the sample's episode (sum of all its rewards, undiscounted)
+    episode_returns: np.ndarray
+    #: ``G_t = r_t + gamma * G_{t+1}`` over the sample's episode, from the sample on
+    step_returns: np.ndarray
+    #: int codes of the step (anchor-state) groups: same task group and same anchor state
+    step_groups: np.ndarray
+    #: False where both the sample's episode group and its step group have zero variance (no signal)
+    informative: np.ndarray
+
+
+def gigpo_advantages(
+    rewards: Any,
+    task_ids: Any,
+    episode_ids: Any,
+    anchor_ids: Any,
+    *,
+    order: Any = None,
+    step_weight: float = _GIGPO.step_weight,
+    gamma: float = _GIGPO.gamma,
+    std_norm: bool = _GIGPO.std_norm,
+    eps: float = DEFAULT_EPS,
+) -> GiGPOAdvantages:
+    """GiGPO advantages (Feng et al. 2025, "Group-in-Group Policy Optimization for LLM Agent Training";
+    verl-agent's ``core_gigpo.py``): ``A = A_episode + step_weight * A_step``.
+
+    One entry per sample (one agent step). ``task_ids``: labels of the *task group* (the episodes
+    played from one task, whose returns are compared); ``episode_ids``: labels of the sample's
+    episode (trajectory); ``anchor_ids``: labels of the anchor state the sample acted in (equal
+    labels = identical state; e.g. :func:`anchor_id` of the agent and its prompt); ``order``: the
+    step's position in its episode (default: samples of one episode appear in the arrays in the
+    order they were played).
+
+    * Episode level: ``R_e = sum of the rewards of episode e``; each (episode, task group) pair is
+      one entry, and ``A_episode = (R_e - mean) / (std + eps)`` over the entries of the task group
+      (``std_norm=False``: ``R_e - mean``).
+    * Step level: ``G_t = r_t + gamma * G_{t+1}`` over the episode's steps in order (``G`` after the
+      last step is 0); the step group of a sample is (its task group, its anchor state), across the
+      episodes of the task (a state an episode revisits counts once per visit), and
+      ``A_step = (G_t - mean) / (std + eps)`` over that group (``std_norm=False``: ``G_t - mean``).
+
+    std is the population std, and singleton and zero-variance groups give exactly 0 at either
+    level (the module's conventions; verl-agent uses the sample std and gives a singleton episode
+    group its raw return). Vectorized: the only Python loop is over the step positions
+    (``max episode length`` iterations, each over all episodes at once).
+    """
+    r = np.asarray(rewards, dtype=np.float64)
+    if r.ndim != 1:
+        raise ValueError(f"rewards must be a 1-D array, got shape {r.shape}")
+    if not np.all(np.isfinite(r)):
+        raise ValueError("rewards contain NaN or inf")
+    GiGPOOptions(step_weight=float(step_weight), gamma=float(gamma), std_norm=bool(std_norm))  # checks the ranges
+    n = r.shape[0]
+    task, _ = group_codes(task_ids)
+    ep, n_ep = group_codes(episode_ids)
+    anchor, _ = group_codes(anchor_ids)
+    pos = np.arange(n, dtype=np.float64) if order is None else np.asarray(order, dtype=np.float64)
+    for name, arr in (("task_ids", task), ("episode_ids", ep), ("anchor_ids", anchor), ("order", pos)):
+        if arr.shape != (n,):
+            raise ValueError(f"{name} ({arr.shape[0] if arr.ndim else arr.shape}) and rewards ({n}) differ in length")
+    est = "at_grpo" if std_norm else "dr_grpo"
+    empty = np.zeros(0, dtype=np.float64)
+    if n == 0:
+        return GiGPOAdvantages(empty, empty, empty, empty, empty, np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool))
+
+    # episode level: one entry per (task group, episode), its value the episode's return
+    ep_return = np.bincount(ep, weights=r, minlength=n_ep)
+    pair, n_pairs = _rows_to_codes(np.stack([task, ep], axis=1))
+    _, first = np.unique(pair, return_index=True)
+    pair_task, pair_return = task[first], ep_return[ep[first]]
+    pair_adv = compute_advantages(pair_return, pair_task, est, eps=eps)
+    episode_adv = pair_adv[pair]
+    episode_inf = dynamic_sampling_mask(pair_return, pair_task)[pair]
+
+    # step level: discounted return-to-go within each episode, grouped by (task group, anchor state)
+    step_return = _discounted_returns(r, ep, pos, float(gamma))
+    step_group, _ = _rows_to_codes(np.stack([task, anchor], axis=1))
+    step_adv = compute_advantages(step_return, step_group, est, eps=eps)
+    step_inf = dynamic_sampling_mask(step_return, step_group)
+
+    return GiGPOAdvantages(advantages=episode_adv + float(step_weight) * step_adv, episode_advantages=episode_adv,
+                           step_advantages=step_adv, episode_returns=ep_return[ep], step_returns=step_return,
+                           step_groups=step_group, informative=episode_inf | step_inf)
+
+
+def _discounted_returns(r: np.ndarray, ep: np.ndarray, pos: np.ndarray, gamma: float) -> np.ndarray:
+    """``G_t = r_t + gamma * G_{t+1}`` within each episode (steps ordered by ``pos``); a loop over step
+    positions, vectorized over episodes."""
+    n = r.shape[0]
+    s = np.lexsort((pos, ep))                      # by episode, then by position in it
+    same_next = np.r_[ep[s][1:] == ep[s][:-1], False]
+    nxt = np.full(n, -1, dtype=np.int64)
+    nxt[s[same_next]] = s[1:][same_next[:-1]]      # the sample's next step in its episode
+    starts = np.r_[0, np.flatnonzero(~same_next[:-1]) + 1]
+    rank = np.empty(n, dtype=np.int64)
+    rank[s] = np.arange(n) - np.repeat(starts, np.diff(np.r_[starts, n]))
+    by_rank = np.argsort(rank, kind="stable")
+    bounds = np.r_[0, np.cumsum(np.bincount(rank))]
+    g = np.zeros(n, dtype=np.float64)
+    for t in range(len(bounds) - 2, -1, -1):       # last steps first
+        idx = by_rank[bounds[t]:bounds[t + 1]]
+        follow = nxt[idx]
+        g[idx] = r[idx] + gamma * np.where(follow >= 0, g[np.maximum(follow, 0)], 0.0)
+    return g
+
+
+def anchor_id(agent: str, prompt: str) -> str:
+    """A compact label of an anchor state: the agent and a BLAKE2b digest of its prompt text (the
+    observation the agent acted on). Equal agent and prompt give equal labels."""
+    digest = hashlib.blake2b(prompt.encode("utf-8"), digest_size=16).hexdigest()
+    return f"{agent}:{digest}"
+
+
+def gigpo_of_samples(
+    samples: Sequence[Any],
+    by: Sequence[str] = ("task_id", "env_idx", "agent"),
+    *,
+    options: GiGPOOptions = _GIGPO,
+    eps: float = DEFAULT_EPS,
+) -> GiGPOAdvantages:
+    """:func:`gigpo_advantages` of parallel-mode rollout samples (:class:`~.rollout.Sample`).
+
+    An episode is ``(env_idx, candidate)`` (the candidate index is the episode index in parallel
+    mode); the task group is the sample's group key restricted to the fields ``by`` other than
+    ``turn`` (GiGPO compares whole episodes and states, not turns): by default
+    ``(task_id, env_idx, agent)``, the K episodes played from one task, per role; the anchor state is
+    :func:`anchor_id` ``(agent, prompt)``; the samples of an episode are taken in list order (the
+    order :meth:`~.rollout.RolloutSampler.collect_parallel` records them). Tree-mode samples (some
+    not ``chosen``) raise: their K candidates of a node are already an identical-state group and
+    there is one trajectory per task, so GiGPO would reduce to AT-GRPO.
+    """
+    fields = tuple(f for f in by if f != "turn")
+    if not fields:
+        raise ValueError(f"GiGPO groups episodes by the fields of {tuple(by)!r} other than 'turn'; give at least "
+                         f"one of {tuple(f for f in KEY_FIELDS if f != 'turn')}")
+    if any(not s.chosen for s in samples):
+        raise ValueError("GiGPO needs parallel sampling (K independent episodes per task); these samples come "
+                         "from tree sampling (candidates that were not continued)")
+    task = group_ids_from_keys([s.group_key for s in samples], by=fields)
+    return gigpo_advantages([s.reward for s in samples], task, [(s.env_idx, s.candidate) for s in samples],
+                            [anchor_id(s.agent, s.prompt) for s in samples], step_weight=options.step_weight,
+                            gamma=options.gamma, std_norm=options.std_norm, eps=eps)

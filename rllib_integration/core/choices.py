@@ -15,7 +15,7 @@ __all__ = ["ESTIMATORS", "KEY_FIELDS", "AGG_MODES", "KL_ESTIMATORS", "Estimator"
 
 # Each vocabulary is written once, as a Literal type (for the settings schema and type checkers); the
 # tuples of values are read off it.
-Estimator = Literal["at_grpo", "grpo_per_agent", "dr_grpo", "rloo", "reinforce_pp"]
+Estimator = Literal["at_grpo", "grpo_per_agent", "dr_grpo", "rloo", "reinforce_pp", "gigpo"]
 KeyField = Literal["task_id", "env_idx", "turn", "agent"]
 AggMode = Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm"]
 KlEstimator = Literal["k1", "k3"]

@@ -8,6 +8,7 @@ from here, so ``LossConfig()`` in a script and a run with no ``training:`` keys 
 :class:`LossConfig`   the PPO-clip loss: clip ranges, KL and entropy terms, aggregation
 :class:`HFOptions`    the options of :class:`~.backends.hf.HFBackend` (and ``with_lora``)
 :data:`LORA_DEFAULTS` the LoRA adapter of a policy at L2 (``r``, ``alpha``, ``dropout``, modules)
+:class:`GiGPOOptions` the GiGPO advantage estimator: step-level weight, discount, std normalisation
 =================  ==========================================================================
 
 No heavy imports here (the command line reads the schema before torch or Ray load).
@@ -21,7 +22,7 @@ from typing import Any, Optional
 
 from .choices import AGG_MODES, KL_ESTIMATORS, LOGPROB_MODES
 
-__all__ = ["LossConfig", "HFOptions", "LORA_DEFAULTS"]
+__all__ = ["LossConfig", "HFOptions", "LORA_DEFAULTS", "GiGPOOptions"]
 
 #: the LoRA settings of an L2 adapter (``peft.LoraConfig(r=, lora_alpha=, lora_dropout=, target_modules=)``)
 LORA_DEFAULTS: dict[str, Any] = {"r": 8, "alpha": 16, "dropout": 0.0,
@@ -77,3 +78,24 @@ class HFOptions:
         if unknown:
             raise TypeError(f"{owner} got unexpected keyword argument(s) {unknown}; its options: {known}")
         return cls(**options)
+
+
+@dataclass(frozen=True)
+class GiGPOOptions:
+    """The GiGPO estimator's options (:func:`~.advantages.gigpo_advantages`; a run: ``training.gigpo_*``).
+
+    ``step_weight`` is omega in ``A = A_episode + omega * A_step``; ``gamma`` discounts the step-level
+    return-to-go; ``std_norm`` divides by the group std (verl-agent's ``mean_std_norm``; false:
+    ``mean_norm``, centring only, like ``dr_grpo``). The defaults are verl-agent's examples'
+    (``step_advantage_w=1.0``, ``gamma=0.95``) and the paper's std normalisation.
+    """
+
+    step_weight: float = 1.0
+    gamma: float = 0.95
+    std_norm: bool = True
+
+    def __post_init__(self) -> None:
+        if not self.step_weight >= 0:
+            raise ValueError(f"GiGPO step_weight must be >= 0, got {self.step_weight!r}")
+        if not 0 <= self.gamma <= 1:
+            raise ValueError(f"GiGPO gamma must be in [0, 1], got {self.gamma!r}")

@@ -15,7 +15,7 @@ from pydantic import field_validator
 
 from ..core.choices import (AGG_MODES, ESTIMATORS, KEY_FIELDS, KL_ESTIMATORS, AggMode, Estimator, KeyField,
                             KlEstimator, LogprobMode)
-from ..core.options import LORA_DEFAULTS, HFOptions, LossConfig
+from ..core.options import LORA_DEFAULTS, GiGPOOptions, HFOptions, LossConfig
 from .values import TINY_MODEL_ARGS, EnvId, Number, Stop, check_model_spec, check_tiny_args
 
 __all__ = ["RunSettings", "PolicySettings", "PER_POLICY", "Section", "setting", "LEVELS", "L1_ONE_MODEL",
@@ -48,7 +48,7 @@ SAMPLING_MODES: tuple[str, ...] = get_args(SamplingMode)
 DTYPES: tuple[str, ...] = get_args(Dtype)
 #: the defaults the training core's records (:mod:`rllib_integration.core.options`) and these settings share:
 #: the core writes them, the settings below read them (``LOSS.clip_high``), so each is written once
-LOSS, HF = LossConfig(), HFOptions()
+LOSS, HF, GIGPO = LossConfig(), HFOptions(), GiGPOOptions()
 
 
 def setting(default: Any, doc: str, *, attr: Optional[str] = None, builder: Optional[str] = None,
@@ -230,11 +230,21 @@ class TrainingSettings(Section):
     _builder = "training"
     _doc = "Advantages, loss and optimizer."
     lr: Number = setting(1e-3, "Adam learning rate (per policy: `policies.<id>.lr`)", gt=0, rllib=True)
-    estimator: Estimator = setting("at_grpo", "advantage estimator (see `core/advantages.py`)")
+    estimator: Estimator = setting("at_grpo", "advantage estimator (see `core/advantages.py`; `gigpo` needs "
+                                   "`sampling.mode: parallel`)")
     group_by: list[KeyField] = setting(
         list(GROUP_FIELDS), "the fields of the group key used for advantages (`[task_id, agent]` for DrMAS-style "
         "per-agent GRPO)", min_length=1)
-    filter_zero_variance: StrictBool = setting(True, "drop groups whose rewards are all equal (dynamic sampling)")
+    filter_zero_variance: StrictBool = setting(True, "drop groups whose rewards are all equal (dynamic sampling; "
+                                               "`gigpo`: samples whose episode group and step group both are)")
+    gigpo_step_weight: Number = setting(
+        GIGPO.step_weight, "`estimator: gigpo`: the weight omega of the step-level advantage in "
+        "`A = A_episode + omega * A_step` (docs/training_core.md \"Advantages\")", ge=0)
+    gigpo_gamma: Number = setting(GIGPO.gamma, "`estimator: gigpo`: discount of the step-level return-to-go "
+                                  "`G_t = r_t + gamma * G_{t+1}` over the episode's steps", ge=0, le=1)
+    gigpo_std_norm: StrictBool = setting(
+        GIGPO.std_norm, "`estimator: gigpo`: divide both levels by the group std (false: centre only, like "
+        "`dr_grpo`; verl-agent's `mean_norm`)")
     clip_low: Number = setting(LOSS.clip_low, "PPO clip range `[1-clip_low, 1+clip_high]` (per policy: "
                                "`policies.<id>.clip_low`)", ge=0, le=1)
     clip_high: Number = setting(LOSS.clip_high, "upper PPO clip range (per policy: `policies.<id>.clip_high`)", ge=0)

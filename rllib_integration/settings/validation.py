@@ -36,6 +36,16 @@ def _cross_checks(full: Mapping[str, Any]) -> list[tuple[tuple, str]]:
     samp = full["sampling"]
     if samp["mode"] == "tree" and samp["k"] < 2 and full["training"]["filter_zero_variance"]:
         out.append((("sampling", "k"), "tree sampling with k=1 gives one-sample groups (zero advantage); use k >= 2"))
+    train = full["training"]
+    if train["estimator"] == "gigpo":
+        if samp["mode"] != "parallel":
+            out.append((("training", "estimator"), "gigpo compares K independent episodes of a task and their "
+                        "identical states, which tree sampling does not produce (one continued trajectory per "
+                        "task; its nodes are AT-GRPO's groups already); set sampling.mode: parallel "
+                        "(ATGRPOConfig.sampling(sampling_mode='parallel'))"))
+        if not [f for f in train["group_by"] if f != "turn"]:
+            out.append((("training", "group_by"), "gigpo groups episodes by the fields other than turn; give at "
+                        "least one of task_id, env_idx, agent"))
     return out
 
 

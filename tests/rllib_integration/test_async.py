@@ -90,8 +90,10 @@ def test_k_step_off_with_a_ray_rollout_actor(tiny):
     versions old; evaluation runs on the newest weights."""
     import ray
 
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
-             runtime_env={"env_vars": {"OMP_NUM_THREADS": "1"}})
+    from rllib_integration.envs import task_runtime_env
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,  # the actor imports the test task
+             runtime_env=task_runtime_env([str(TASK_FILE)], {"env_vars": {"OMP_NUM_THREADS": "1"}}))
     try:
         cfg = (config(tiny, max_staleness=2).rollouts(num_rollout_actors=1, num_cpus_per_rollout_worker=1)
                .evaluation(evaluation_interval=4, evaluation_num_episodes=2))

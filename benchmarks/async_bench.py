@@ -1,11 +1,12 @@
 """Synchronous vs one-step-off (and k-step-off) ATGRPO on the embedded default, same seeds.
 
-    python3 benchmarks/async_bench.py [--staleness 0 1] [--iterations 24] [--seed 0] [--num-cpus 2]
+    python3 benchmarks/async_bench.py [CONFIG.yaml] [--staleness 0 1] [--iterations 24] [--num-cpus 2]
         [--set key=value ...] [--out benchmarks/async]
 
-For each ``training.max_staleness`` in ``--staleness`` (0 = synchronous) one run of the embedded default
-(``rllib_integration.settings.DEFAULT_CONFIG``: warm start, then RL on PlanPath-v0 3x3 with one rollout
-actor beside the learner's process), in this order, with the same seeds. Printed (and written to
+For each ``training.max_staleness`` in ``--staleness`` (0 = synchronous) one run of CONFIG (default: the
+embedded default, ``rllib_integration.settings.DEFAULT_CONFIG``: warm start, then RL on PlanPath-v0 3x3 with
+one rollout actor beside the learner's process; on a GPU: ``benchmarks/gpu_session.sh async`` with
+configs/gpu/planpath_smollm2_warm.yaml), in this order, with the same seeds. Printed (and written to
 ``<out>/async.md``): per run the median wall time of an iteration without evaluation (iterations 2.. ;
 the first one has no batch in flight yet), its parts (waiting for the batch, the update, the weight
 sync), the ratio to the synchronous run, and the held-out greedy success after the warm start and at
@@ -26,14 +27,19 @@ from typing import Any, Sequence
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from rllib_integration.settings import DEFAULT_CONFIG, apply_overrides, validate_config  # noqa: E402
+from rllib_integration.settings import load_config  # noqa: E402
 
 
-def run_one(max_staleness: int, iterations: int, sets: Sequence[str]) -> dict[str, Any]:
+def run_config(args: argparse.Namespace, max_staleness: int, *, check_paths: bool = True) -> dict[str, Any]:
+    """The validated run config of one run (``--set`` applied, then the staleness and iterations)."""
+    return load_config(args.config, [*args.sets, f"training.max_staleness={max_staleness}",
+                                     f"run.iterations={args.iterations}"], check_paths=check_paths)
+
+
+def run_one(cfg: dict[str, Any]) -> dict[str, Any]:
     from rllib_integration import ATGRPOConfig
 
-    cfg = validate_config(apply_overrides(DEFAULT_CONFIG, [*sets, f"training.max_staleness={max_staleness}",
-                                                           f"run.iterations={iterations}"]))
+    iterations, max_staleness = int(cfg["run"]["iterations"]), int(cfg["training"]["max_staleness"])
     config = ATGRPOConfig.from_run_config(cfg).evaluation(evaluation_final_iteration=iterations)
     algo = config.build_algo()
     rows = []
@@ -73,14 +79,20 @@ def table(runs: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("config", nargs="?", default=None, help="a run config (default: the embedded default)")
     parser.add_argument("--staleness", type=int, nargs="+", default=[0, 1])
     parser.add_argument("--iterations", type=int, default=24)
     parser.add_argument("--num-cpus", type=int, default=2)
     parser.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--out", default="benchmarks/async")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse(argv)
+    configs = [run_config(args, s) for s in args.staleness]  # every error before Ray starts
     import platform
 
     import ray
@@ -89,13 +101,14 @@ def main(argv: Sequence[str] | None = None) -> int:
              runtime_env={"env_vars": {"OMP_NUM_THREADS": "1"}})
     t0 = time.perf_counter()
     try:
-        runs = [run_one(s, args.iterations, args.sets) for s in args.staleness]
+        runs = [run_one(cfg) for cfg in configs]
     finally:
         ray.shutdown()
     text = table(runs)
     load = os.getloadavg()
     head = (f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, Ray num_cpus={args.num_cpus}, "
-            f"load {load[0]:.1f}; {args.iterations} iterations; --set {args.sets or '-'}; "
+            f"load {load[0]:.1f}; {args.config or 'embedded default'}, {args.iterations} iterations; "
+            f"--set {args.sets or '-'}; "
             f"{time.perf_counter() - t0:.0f} s in all")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

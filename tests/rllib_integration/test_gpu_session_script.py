@@ -52,7 +52,7 @@ PHASES = _phases()
 
 
 def test_usage_names_every_phase():
-    assert set(PHASES) >= {"smollm2", "generate", "big", "learner", "warm"}
+    assert set(PHASES) >= {"smollm2", "generate", "big", "learner", "warm", "async"}
     usage = re.search(r"usage: \$0 ([\w|]+)", SCRIPT.read_text()).group(1).split("|")
     assert sorted(usage) == sorted(PHASES)
     assert all(PHASES[p] for p in usage), PHASES
@@ -84,6 +84,11 @@ def test_phase_commands_validate(phase, monkeypatch):
             args = bench.parse(argv[1:])
             for spec in args.learner_variants or []:
                 bench.parse_variant(spec)
+        elif argv[0] == "benchmarks/async_bench.py":
+            bench = _bench("async_bench")
+            args = bench.parse(argv[1:])
+            cfgs = [bench.run_config(args, s, check_paths=False) for s in args.staleness]
+            assert [c["training"]["max_staleness"] for c in cfgs] == args.staleness == [0, 1]
         elif argv[:2] == ["-m", "rllib_integration.cli"]:
             from rllib_integration.cli import _parser
             from rllib_integration.settings import load_config

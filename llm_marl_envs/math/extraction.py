@@ -103,6 +103,9 @@ def extract_all_boxed(text: str) -> list[str]:
 
 # "the (final) answer is", "answer:", or "Answer" right before a math span (``Answer $ 9 $``, ``Answer \[ 9 \]``)
 _PHRASE_RE = re.compile(r"(?:\bthe\s+)?(?:\bfinal\s+)?\banswer\s*(?:is\b|:|(?=\$|\\\[|\\\())\s*:?\s*", re.I)
+# "answer" owned by someone else ("the tool agent's answer is", "your answer is", "the previous answer is"):
+# a report of another answer, not the reply's own
+_REPORTED_RE = re.compile(r"(?:\b\w+['’]s|\b(?:your|their|his|her|its|previous|latest|other))\s+(?:final\s+)?$", re.I)
 
 
 def extract_answer(text: str, mode: str = "last_boxed") -> str | None:
@@ -189,12 +192,17 @@ def _clean_reply(text: str) -> str:
 def _phrase_answer(text: str) -> str | None:
     """What follows the last answer phrase (see ``_PHRASE_RE``): the math span right after it, else the
     rest of its line up to the end of the sentence, and if that is prose (``The largest $n$ is 34``), the
-    value it states. None without a phrase; ``""`` for a phrase with nothing after it. The one reading of
-    a phrase, for :func:`final_answer` and the ``"answer_phrase"`` mode of :func:`extract_answer`."""
+    value it states. A phrase whose answer is someone else's (``the tool agent's answer is 3``, ``your
+    answer is``, ``the previous answer is``) reports that answer and is skipped. None without a phrase;
+    ``""`` for a phrase with nothing after it, or when every phrase reports another's answer. The one
+    reading of a phrase, for :func:`final_answer` and the ``"answer_phrase"`` mode of :func:`extract_answer`."""
     phrases = list(_PHRASE_RE.finditer(text))
     if not phrases:
         return None
-    rest = text[phrases[-1].end():].strip()
+    own = [m for m in phrases if not _REPORTED_RE.search(text[max(0, m.start() - 40):m.start()])]
+    if not own:  # only others' answers are reported ("The tool agent's answer is 3"): no answer of its own
+        return ""
+    rest = text[own[-1].end():].strip()
     m = _MATH_SPAN_RE.match(rest)
     if m:
         return _span_content(m)

@@ -93,8 +93,9 @@ with ``success=False``.
   (default 512), ``feedback_chars`` (default 600: how much program output a prompt shows),
   ``answer_extraction`` (where the reasoner's answer is read: ``"last_boxed"``, the
   default, the last ``\\boxed{}``; ``"all_boxed"``, every boxed answer as one comma list;
-  ``"answer_phrase"``, the last ``\\boxed{}`` or else the text after the last "the answer
-  is" / "answer:"; see :mod:`llm_marl_envs.math.extraction`).
+  ``"answer_phrase"``, the last ``\\boxed{}`` or else the answer after the last "the answer
+  is" / "answer:" / ``Answer $...$``, read as ``is_equivalent`` reads it; see
+  :mod:`llm_marl_envs.math.extraction`).
 
 ## Example
 

@@ -5,8 +5,10 @@ Three modes, chosen per env with ``answer_extraction=`` (see ``docs/math.md``):
 - ``"last_boxed"`` (default): the content of the last well-formed ``\\boxed{...}``.
 - ``"all_boxed"``: every boxed answer, in order, repeats dropped, joined as a comma
   list (``\\boxed{2} and \\boxed{3}`` gives ``2, 3``; one box gives that box).
-- ``"answer_phrase"``: the last ``\\boxed{}`` if there is one, otherwise the text after the
-  last "the (final) answer is" / "answer:" phrase, up to the end of its line or sentence.
+- ``"answer_phrase"``: the last ``\\boxed{}`` if there is one, otherwise the answer after the
+  last "the (final) answer is" / "answer:" phrase or "Answer" followed by math (``Answer $9$``):
+  the math span right after it, else the text up to the end of its line or sentence (the value
+  it states, if that is prose). The phrase is read by the same code as in :func:`final_answer`.
 
 :func:`final_answer` is what :func:`~llm_marl_envs.math.is_equivalent` reads from a whole
 reply, in the order math-verify's extraction tries (the answer at the end first): reasoning
@@ -99,24 +101,11 @@ def extract_all_boxed(text: str) -> list[str]:
     return out
 
 
-_PHRASE_RE = re.compile(r"(?:\bthe\s+)?(?:\bfinal\s+)?\banswer\s*(?:is|:)\s*:?\s*", re.I)
-# what final_answer() also takes as a phrase: "Answer $ 9 $", "Answer \[ 9 \]" (a math span right after "answer")
-_FINAL_PHRASE_RE = re.compile(r"(?:\bthe\s+)?(?:\bfinal\s+)?\banswer\s*(?:is\b|:|(?=\$|\\\[|\\\())\s*:?\s*", re.I)
-
-
-def _answer_phrase(text: str) -> str | None:
-    matches = list(_PHRASE_RE.finditer(text))
-    if not matches:
-        return None
-    last = matches[-1]
-    rest = text[last.end():].split("\n", 1)[0].strip()
-    if rest.startswith("$"):  # "$\frac{1}{2}$." : the math span
-        end = rest.find("$", 1)
-        rest = rest[1:end] if end > 0 else rest[1:]
-    else:  # up to the end of the sentence: a period followed by a space or the end of the line
-        rest = re.split(r"\.(?:\s|$)", rest, maxsplit=1)[0]
-    rest = rest.strip().rstrip(".").strip()
-    return rest or None
+# "the (final) answer is", "answer:", or "Answer" right before a math span (``Answer $ 9 $``, ``Answer \[ 9 \]``)
+_PHRASE_RE = re.compile(r"(?:\bthe\s+)?(?:\bfinal\s+)?\banswer\s*(?:is\b|:|(?=\$|\\\[|\\\())\s*:?\s*", re.I)
+# "answer" owned by someone else ("the tool agent's answer is", "your answer is", "the previous answer is"):
+# a report of another answer, not the reply's own
+_REPORTED_RE = re.compile(r"(?:\b\w+['’]s|\b(?:your|their|his|her|its|previous|latest|other))\s+(?:final\s+)?$", re.I)
 
 
 def extract_answer(text: str, mode: str = "last_boxed") -> str | None:
@@ -133,7 +122,7 @@ def extract_answer(text: str, mode: str = "last_boxed") -> str | None:
     if boxed is not None and boxed.strip():
         return boxed.strip()
     if mode == "answer_phrase":
-        return _answer_phrase(text)
+        return _phrase_answer(_clean_reply(text)) or None
     return None
 
 
@@ -200,6 +189,30 @@ def _clean_reply(text: str) -> str:
     return _CHAT_TOKEN_RE.sub(" ", text).strip()
 
 
+def _phrase_answer(text: str) -> str | None:
+    """What follows the last answer phrase (see ``_PHRASE_RE``): the math span right after it, else the
+    rest of its line up to the end of the sentence, and if that is prose (``The largest $n$ is 34``), the
+    value it states. A phrase whose answer is someone else's (``the tool agent's answer is 3``, ``your
+    answer is``, ``the previous answer is``) reports that answer and is skipped. None without a phrase;
+    ``""`` for a phrase with nothing after it, or when every phrase reports another's answer. The one
+    reading of a phrase, for :func:`final_answer` and the ``"answer_phrase"`` mode of :func:`extract_answer`."""
+    phrases = list(_PHRASE_RE.finditer(text))
+    if not phrases:
+        return None
+    own = [m for m in phrases if not _REPORTED_RE.search(text[max(0, m.start() - 40):m.start()])]
+    if not own:  # only others' answers are reported ("The tool agent's answer is 3"): no answer of its own
+        return ""
+    rest = text[own[-1].end():].strip()
+    m = _MATH_SPAN_RE.match(rest)
+    if m:
+        return _span_content(m)
+    rest = rest.split("\n", 1)[0]
+    rest = re.split(r"\.(?:\s|$)", rest, maxsplit=1)[0].strip().strip("*_").strip()
+    if not _is_prose(rest):
+        return rest
+    return _stated_value(rest) or rest
+
+
 def final_boxes(text: str) -> list[str]:
     """Every boxed answer of the line that holds the last box, when they are joined by short words
     only (``x = \\boxed{2} or x = \\boxed{3}``): math-verify reads these as one answer list."""
@@ -231,17 +244,9 @@ def final_answer(text: str) -> str:
     boxed = extract_boxed(text)
     if boxed is not None:
         return boxed.strip()
-    phrases = list(_FINAL_PHRASE_RE.finditer(text))
-    if phrases:
-        rest = text[phrases[-1].end():].strip()
-        m = _MATH_SPAN_RE.match(rest)
-        if m:
-            return _span_content(m)
-        rest = rest.split("\n", 1)[0]
-        rest = re.split(r"\.(?:\s|$)", rest, maxsplit=1)[0].strip().strip("*_").strip()
-        if not _is_prose(rest):
-            return rest
-        return _stated_value(rest) or rest
+    phrase = _phrase_answer(text)
+    if phrase is not None:
+        return phrase
     if not _is_prose(text):
         return text
     return _stated_value(_last_sentence(text), last_number=False) or text  # a bare number in prose is no answer

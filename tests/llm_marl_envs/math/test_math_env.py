@@ -174,6 +174,36 @@ def test_parsers_extraction_modes():
         parse_reasoner_answer("\\boxed{1}", "first_boxed")
 
 
+@pytest.mark.parametrize("text, answer", [
+    ("Answer $9$", "9"),
+    ("Answer $ \\frac{1}{2} $ at last", "\\frac{1}{2}"),
+    ("so\nAnswer \\[ \n 9 \n \\]", "9"),
+    ("The answer is $$x^2$$.", "x^2"),
+    ("Final Answer: The largest $n$ is 34.", "34"),
+    ("**Final Answer:** 12<|im_end|>", "12"),
+    ("The answer is 42.", "42"),
+])
+def test_answer_phrase_mode_reads_phrases_as_the_checker_does(text, answer):
+    """The env's ``answer_phrase`` mode and ``final_answer`` (what ``is_equivalent`` reads) share one
+    reading of an answer phrase; the default mode still reads boxes only."""
+    from llm_marl_envs.math.extraction import final_answer
+
+    assert parse_reasoner_answer(text, "answer_phrase") == answer
+    assert final_answer(text) == answer
+    assert parse_reasoner_answer(text) is None
+
+
+def test_answer_phrase_mode_needs_a_phrase_where_the_checker_reads_prose():
+    """The other way: without a phrase the mode gives no answer (an invalid action), while the checker
+    reads the value the prose's last sentence states."""
+    from llm_marl_envs.math.extraction import final_answer
+
+    text = "Adding the parts, the total is $\\frac72$."
+    assert parse_reasoner_answer(text, "answer_phrase") is None
+    assert final_answer(text) == "\\frac72"
+    assert parse_reasoner_answer("The answer is", "answer_phrase") is None
+
+
 def test_answer_extraction_option(sandbox):
     env = fixed_env(sandbox, answer_extraction="answer_phrase")
     env.step("6 times 7 is 42, so the answer is 42.")

@@ -252,6 +252,20 @@ def test_sympy_refusals_are_unreadable_not_errors():
     assert checker_stats().errors == errors
 
 
+def test_an_answer_reported_as_someone_elses_is_not_the_replys():
+    """SmolLM2's turn-2 replies quote the tool's answer ("the tool agent's answer is 3"): a phrase whose
+    answer is owned by someone else is a report, not the reply's answer (model_replies.jsonl)."""
+    from llm_marl_envs.math import extract_answer
+
+    two = "The reasoner's answer is 2, and the tool agent's answer is 3."
+    assert not is_equivalent(two, "3") and not is_equivalent(two, "2")
+    assert extract_answer(two, "answer_phrase") is None
+    quoted = "The answer is $\\{1, 2\\}$.\n\nThe tool agent's answer is $\\{-3, -2\\}$."
+    assert is_equivalent(quoted, "\\{1, 2\\}") and not is_equivalent(quoted, "\\{-3, -2\\}")
+    assert is_equivalent("Your answer is 7. My answer is 8.", "8") and not is_equivalent("Your answer is 7.", "7")
+    assert is_equivalent("The tool agent's answer is 91.\nThe answer is 91.", "91")
+
+
 def test_extraction_modes():
     from llm_marl_envs.math import extract_all_boxed, extract_answer
 

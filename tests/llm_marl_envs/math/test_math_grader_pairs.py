@@ -22,6 +22,20 @@ rounded decimals) and SkyRL's AIME env tests (``Answer: ...``), skipping rows th
 as its own format rule (``\\boxed{0.5}`` must be written ``\\frac{1}{2}``, end-of-sequence
 tokens) or as a known bad case, and the Geometry3K rows that read the source's own ``[answer]``
 bracket format.
+
+``model_replies.jsonl`` holds real replies (``benchmarks/math_model_replies.py`` writes them):
+SmolLM2-135M-Instruct's and the tiny random model's answers to the env's reasoner prompt on
+Math-v0 eval problems, greedy and sampled, each with the reference answer and a verdict given by
+reading the reply, never by running a checker. Turn-2 replies answer the prompt that shows the
+tool's (correct) answer, so some are right. The labelling rule: the reply's final answer is the
+last ``\\boxed{}``, else what the reply's last "answer" phrase or closing sentence states as its
+own result; "equal" only when that answer is, as mathematics, the reference answer (any correct
+form: ``\\frac{1}{2}`` or ``0.5``, ``x = 3`` for ``3``). A reply that ends mid-reasoning without
+stating a result, states several different results as final, keeps its own result beside the
+tool's ("The reasoner's answer is 2, and the tool agent's answer is 3"), gives the right number
+only in passing (an intermediate step, a restated problem) or is gibberish is "not equal". A
+reply that only reports the tool's answer is a judgment call: ``"scored": false`` with a note.
+In the table each model is its own source (``model:<name>``).
 """
 
 from __future__ import annotations
@@ -35,11 +49,22 @@ import pytest
 from llm_marl_envs.math import configure, is_equivalent
 
 DATA = Path(__file__).parent / "data" / "grader_pairs.jsonl"
+REPLIES = Path(__file__).parent / "data" / "model_replies.jsonl"
 SOURCE_RE = re.compile(r"^[\w.-]+/[\w.-]+@[0-9a-f]{7,40}:[\w./-]+(#L\d+)?$")
 
 
 def load_pairs() -> list[dict]:
     return [json.loads(line) for line in DATA.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def load_replies() -> list[dict]:
+    return [json.loads(line) for line in REPLIES.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def scored_table() -> list[dict]:
+    """The scored table: the graders' pairs and the model replies (prediction = the whole reply)."""
+    replies = [{**r, "prediction": r["reply"], "source": f"model:{r['model']}"} for r in load_replies()]
+    return [p for p in load_pairs() + replies if p.get("scored", True)]
 
 
 def test_table_is_large_cited_and_independent():
@@ -56,6 +81,23 @@ def test_table_is_large_cited_and_independent():
     assert len({p["source"].split("@")[0] for p in pairs}) >= 10
 
 
+def test_model_replies_are_real_and_labelled():
+    """Every reply answers the problem its row names (regenerated from its seed), and carries a label."""
+    from llm_marl_envs.math.generator import generate_problem
+
+    rows = load_replies()
+    assert len(rows) >= 48
+    assert {r["model"] for r in rows} == {"smollm2-135m-instruct", "tiny-random"}
+    assert {r["decoding"] for r in rows} == {"greedy", "sample"} and {r["turn"] for r in rows} == {1, 2}
+    assert sum(r["equal"] for r in rows if r.get("scored", True)) >= 5, "some replies are right"
+    for r in rows:
+        assert isinstance(r["equal"], bool), f"unlabelled reply: {r['id']} {r['model']} {r['decoding']}"
+        assert r.get("scored", True) or r.get("note"), "an unscored reply says why"
+        p = generate_problem(r["problem_seed"], "eval", r["difficulty"])
+        assert (p["id"], p["problem"], p["answer"]) == (r["id"], r["problem"], r["reference"])
+    assert len({(r["id"], r["model"], r["turn"], r["decoding"], r["seed"]) for r in rows}) == len(rows)
+
+
 def _verdicts(pairs: list[dict]) -> list[tuple[dict, bool]]:
     configure(timeout_s=10.0)  # measure what the checker decides, not how loaded the test machine is
     try:
@@ -67,7 +109,7 @@ def _verdicts(pairs: list[dict]) -> list[tuple[dict, bool]]:
 @pytest.mark.slow
 def test_agreement_with_other_graders():
     """>= 95% agreement, and never "equal" where the source says "not equal"."""
-    verdicts = _verdicts([p for p in load_pairs() if p.get("scored", True)])
+    verdicts = _verdicts(scored_table())
     agreement = sum(got == p["equal"] for p, got in verdicts) / len(verdicts)
     false_positives = [(p["prediction"], p["reference"], p["source"]) for p, got in verdicts if got and not p["equal"]]
     assert not false_positives
@@ -79,7 +121,7 @@ def test_not_below_math_verify_alone_on_any_source():
     """On every source, the checker agrees at least as often as math-verify 0.9.0 alone with its defaults
     (``verify(parse(reference), parse(prediction))``), the layer it falls back to."""
     math_verify = pytest.importorskip("math_verify")
-    verdicts = _verdicts([p for p in load_pairs() if p.get("scored", True)])
+    verdicts = _verdicts(scored_table())
     ours: dict[str, int] = {}
     alone: dict[str, int] = {}
     for p, got in verdicts:

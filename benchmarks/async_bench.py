@@ -7,9 +7,9 @@ For each ``training.max_staleness`` in ``--staleness`` (0 = synchronous) one run
 embedded default, ``rllib_integration.settings.DEFAULT_CONFIG``: warm start, then RL on PlanPath-v0 3x3 with
 one rollout actor beside the learner's process; on a GPU: ``benchmarks/gpu_session.sh async`` with
 configs/gpu/planpath_smollm2_warm.yaml), in this order, with the same seeds. Printed (and written to
-``<out>/async.md``): per run the median wall time of an iteration without evaluation (iterations 2.. ;
-the first one has no batch in flight yet), its parts (waiting for the batch, the update, the weight
-sync), the ratio to the synchronous run, and the held-out greedy success after the warm start and at
+``<out>/async.md``): per run the median time of a training step (waiting for the batch + advantages +
+update + weight sync, without the evaluation; iterations 2.. : the first one has no batch in flight yet),
+its parts, the ratio to the synchronous run, and the held-out greedy success after the warm start and at
 every evaluation (the learning curves, side by side). ``--set`` takes the same dotted keys as
 ``llm-marl train --set`` (e.g. ``training.num_epochs=3`` for an update about as long as generation).
 """
@@ -47,16 +47,17 @@ def run_one(cfg: dict[str, Any]) -> dict[str, Any]:
         for _ in range(iterations):
             t0 = time.perf_counter()
             r = algo.train()
-            rows.append({"wall_s": time.perf_counter() - t0, "timers": r["timers"],
+            step_s = sum(r["timers"][k] for k in ("rollout_s", "advantage_s", "update_s", "weight_sync_s"))
+            rows.append({"wall_s": time.perf_counter() - t0, "timers": r["timers"], "step_s": step_s,
                          "evaluation": r.get("evaluation", {}).get("success_rate"), "warm_start": r.get("warm_start"),
                          "async": r.get("async", {})})
     finally:
         algo.stop()
     ws = rows[0]["warm_start"] or {}
-    plain = [r for r in rows[1:] if r["evaluation"] is None]  # no batch in flight at the first; eval adds time
-    median = (lambda key: statistics.median(r["timers"][key] for r in plain)) if plain else (lambda key: 0.0)
+    steady = rows[1:]  # the first iteration has no batch in flight yet
+    median = (lambda key: statistics.median(r["timers"][key] for r in steady)) if steady else (lambda key: 0.0)
     return {"max_staleness": max_staleness,
-            "iteration_s": statistics.median(r["wall_s"] for r in plain) if plain else float("nan"),
+            "iteration_s": statistics.median(r["step_s"] for r in steady) if steady else float("nan"),
             "wait_batch_s": median("rollout_s"), "update_s": median("update_s"), "sync_s": median("weight_sync_s"),
             "after_warm_start": (ws.get("eval_after") or {}).get("success_rate"),
             "curve": [(i + 1, r["evaluation"]) for i, r in enumerate(rows) if r["evaluation"] is not None],

@@ -253,7 +253,9 @@ class TrainingSettings(Section):
     kl_estimator: KlEstimator = setting(LOSS.kl_estimator, "KL estimator of the penalty (`k1` or `k3`)")
     entropy_coef: Number = setting(LOSS.entropy_coef, "entropy bonus (per policy: `policies.<id>.entropy_coef`)", ge=0)
     agg: AggMode = setting(LOSS.agg, "loss aggregation", attr="loss_agg", why="`agg` alone does not say of what")
-    num_epochs: StrictInt = setting(1, "passes over an iteration's samples", ge=1, rllib=True)
+    num_epochs: StrictInt = setting(
+        1, "passes over an iteration's samples; the PPO clip only acts from the second optimizer step on a batch "
+        "(docs/training_core.md \"Several optimizer steps per batch\")", ge=1, rllib=True)
     minibatch_size: Optional[StrictInt] = setting(
         None, "samples per optimizer step (null: one step per epoch; per policy: `policies.<id>.minibatch_size`)",
         ge=1, rllib=True)

@@ -93,7 +93,8 @@ class ConfigBuilders:
             k: candidates per node (tree) / episodes per env (parallel) (YAML ``sampling.k``; default ``4``).
             temperature: sampling temperature (0 = greedy; per policy: `policies.<id>.temperature`) (YAML
                 ``sampling.temperature``; default ``1.0``).
-            top_p: nucleus sampling (YAML ``sampling.top_p``; default ``1.0``).
+            top_p: nucleus sampling (per policy: `policies.<id>.top_p`, e.g. a role whose output must be exact
+                sampled near its greedy behaviour) (YAML ``sampling.top_p``; default ``1.0``).
             max_new_tokens: completion length limit (YAML ``sampling.max_new_tokens``; default ``16``).
             chat: send prompts as chat messages through the tokenizer's chat template (false: raw prompt text)
                 (YAML ``sampling.chat``; default ``True``).

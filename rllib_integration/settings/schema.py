@@ -144,7 +144,8 @@ class SamplingSettings(Section):
     k: StrictInt = setting(4, "candidates per node (tree) / episodes per env (parallel)", ge=1)
     temperature: Number = setting(1.0, "sampling temperature (0 = greedy; per policy: `policies.<id>.temperature`)",
                                   ge=0)
-    top_p: Number = setting(1.0, "nucleus sampling", gt=0, le=1)
+    top_p: Number = setting(1.0, "nucleus sampling (per policy: `policies.<id>.top_p`, e.g. a role whose output must "
+                            "be exact sampled near its greedy behaviour)", gt=0, le=1)
     max_new_tokens: StrictInt = setting(16, "completion length limit", ge=1)
     chat: StrictBool = setting(True, "send prompts as chat messages through the tokenizer's chat template "
                                      "(false: raw prompt text)")
@@ -344,7 +345,8 @@ class RunOptions(Section):
 #: the settings a policy may override (``policies.<id>.<key>``) -> the section of the global setting
 PER_POLICY: dict[str, type[Section]] = {
     "lr": TrainingSettings, "clip_low": TrainingSettings, "clip_high": TrainingSettings,
-    "minibatch_size": TrainingSettings, "temperature": SamplingSettings, "kl_coef": TrainingSettings,
+    "minibatch_size": TrainingSettings, "temperature": SamplingSettings, "top_p": SamplingSettings,
+    "kl_coef": TrainingSettings,
     "entropy_coef": TrainingSettings}
 
 

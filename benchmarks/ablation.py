@@ -1,6 +1,8 @@
 """The paper's ablation on the embedded task, through ``tune.Tuner``: after the same warm start, does
-AT-GRPO's tree sampling with (task, env, turn, agent) groups beat per-agent GRPO with parallel
-sampling, and does a policy per role (L3) beat one shared policy (L1)?
+AT-GRPO's tree sampling with (task, env, turn, agent) groups beat the faithful baselines (the paper's
+parallel-sampling baseline, DrMAS per-agent GRPO, GRPO with one shared policy), and does a policy per
+role (L3) beat one shared policy (L1)? The variants and their settings: ``VARIANTS`` below and
+docs/training_core.md "Baselines by name".
 
     python3 benchmarks/ablation.py [--seeds 0 1 2] [--iterations 24] [--variants at_grpo_l3 ...]
         [--out benchmarks/ablation] [--num-cpus 2] [--set key=value ...]
@@ -34,23 +36,34 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from rllib_integration.settings import DEFAULT_CONFIG, apply_overrides, validate_config  # noqa: E402
 
-#: variant -> its overrides of the embedded default (dotted keys as for ``--set``)
+#: variant -> its overrides of the embedded default (dotted keys as for ``--set``); the baselines are those of
+#: docs/training_core.md "Baselines by name"
 VARIANTS: dict[str, dict[str, Any]] = {
     # AT-GRPO: tree sampling, groups (task, env, turn, agent), a policy per role (the default)
     "at_grpo_l3": {},
-    # per-agent GRPO (DrMAS-style groups (task, agent)) with parallel sampling: K episodes per env
-    "grpo_parallel_l3": {"sampling.mode": "parallel", "training.estimator": "grpo_per_agent",
-                         "training.group_by": ["task_id", "agent"]},
+    # the paper's parallel-sampling baseline: AT-GRPO's groups (task, env, turn, agent) over K independent
+    # episodes per env instead of a tree (PettingLLMs' uid = (env_id // N, turn, agent))
+    "at_grpo_parallel_l3": {"sampling.mode": "parallel"},
+    # DrMAS per-agent GRPO: every step of an agent valued at its episode's return, per agent over the K episodes
+    "drmas_grpo_l3": {"sampling.mode": "parallel", "training.estimator": "drmas_grpo",
+                      "training.group_by": ["task_id", "env_idx", "agent"]},
     # AT-GRPO with one shared policy for both roles (one lr: `training.lr`, the executor's of L3)
     "at_grpo_l1": {"specialization": "L1", "policies": {}},
-    # AT-GRPO's groups (task, env, turn, agent) over K parallel episodes per env instead of a tree
-    "at_grpo_parallel_l3": {"sampling.mode": "parallel"},
+    # GRPO with one shared policy: episode returns, roles pooled, over the K episodes per env
+    "grpo_shared_l1": {"specialization": "L1", "policies": {}, "sampling.mode": "parallel",
+                       "training.estimator": "episode_grpo", "training.group_by": ["task_id", "env_idx"]},
+    # each step's own reward grouped per (task, agent), turns and envs pooled (this project's earlier
+    # "per-agent GRPO"; not DrMAS's estimator, kept to compare with earlier results)
+    "grpo_parallel_l3": {"sampling.mode": "parallel", "training.estimator": "grpo_per_agent",
+                         "training.group_by": ["task_id", "agent"]},
 }
 DESCRIPTIONS = {
     "at_grpo_l3": "AT-GRPO, tree, groups (task, env, turn, agent), L3 (policy per role)",
-    "grpo_parallel_l3": "per-agent GRPO, parallel sampling, groups (task, agent), L3",
+    "at_grpo_parallel_l3": "paper's parallel baseline: AT-GRPO groups (task, env, turn, agent), parallel sampling, L3",
+    "drmas_grpo_l3": "DrMAS per-agent GRPO: episode return, per (task, env, agent) over K episodes, L3",
     "at_grpo_l1": "AT-GRPO, tree, groups (task, env, turn, agent), L1 (one shared policy)",
-    "at_grpo_parallel_l3": "AT-GRPO groups (task, env, turn, agent), parallel sampling, L3",
+    "grpo_shared_l1": "GRPO, one shared policy: episode return per (task, env) over K episodes, L1",
+    "grpo_parallel_l3": "step rewards grouped per (task, agent), parallel sampling, L3 (not DrMAS)",
 }
 
 

@@ -270,7 +270,9 @@ class ATGRPO(Algorithm):
 
     def _advantages(self, samples: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Advantages, group ids and the keep mask (zero-variance groups dropped if asked)."""
-        from .core.advantages import compute_advantages, dynamic_sampling_mask
+        from .core.advantages import (EPISODE_ESTIMATORS, compute_advantages, dynamic_sampling_mask, episode_returns,
+                                      parallel_episodes)
+        from .core.options import DEFAULT_ADV_NORM
         from .core.rollout import group_ids
 
         cfg = self.config
@@ -285,10 +287,20 @@ class ATGRPO(Algorithm):
                 float(cfg.gigpo_step_weight), float(cfg.gigpo_gamma), bool(cfg.gigpo_std_norm)))
             keep = g.informative if cfg.filter_zero_variance else np.ones(len(samples), dtype=bool)
             return g.advantages * (-1.0 if cfg.flip_advantages else 1.0), g.step_groups, keep
-        gids = group_ids(samples, by=tuple(cfg.group_by))
-        keep = dynamic_sampling_mask(rewards, gids) if cfg.filter_zero_variance else np.ones(len(samples), dtype=bool)
+        if cfg.estimator in EPISODE_ESTIMATORS:  # drmas_grpo, episode_grpo: the K episodes of a task group
+            gids, episodes = parallel_episodes(samples, by=tuple(cfg.group_by), what=cfg.estimator)
+            extra: dict[str, Any] = {"episode_ids": episodes}
+            signal = episode_returns(rewards, episodes)  # what the groups compare
+        else:
+            gids, extra, signal = group_ids(samples, by=tuple(cfg.group_by)), {}, rewards
+        keep = dynamic_sampling_mask(signal, gids) if cfg.filter_zero_variance else np.ones(len(samples), dtype=bool)
         # REINFORCE++-baseline whitens over the samples that are trained, per policy
-        extra = {"keep": keep, "whiten_by": [s.policy_id for s in samples]} if cfg.estimator == "reinforce_pp" else {}
+        if cfg.estimator == "reinforce_pp":
+            extra.update(keep=keep, whiten_by=[s.policy_id for s in samples])
+        if cfg.adv_norm != DEFAULT_ADV_NORM:  # none, per_role_std (the role: the sample's agent)
+            extra["norm"] = cfg.adv_norm
+            if cfg.adv_norm == "per_role_std":
+                extra.update(keep=keep, roles=[s.agent for s in samples])
         adv = compute_advantages(rewards, gids, cfg.estimator, **extra) * (-1.0 if cfg.flip_advantages else 1.0)
         return adv, gids, keep
 

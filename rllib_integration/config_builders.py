@@ -93,7 +93,8 @@ class ConfigBuilders:
             k: candidates per node (tree) / episodes per env (parallel) (YAML ``sampling.k``; default ``4``).
             temperature: sampling temperature (0 = greedy; per policy: `policies.<id>.temperature`) (YAML
                 ``sampling.temperature``; default ``1.0``).
-            top_p: nucleus sampling (YAML ``sampling.top_p``; default ``1.0``).
+            top_p: nucleus sampling (per policy: `policies.<id>.top_p`, e.g. a role whose output must be exact
+                sampled near its greedy behaviour) (YAML ``sampling.top_p``; default ``1.0``).
             max_new_tokens: completion length limit (YAML ``sampling.max_new_tokens``; default ``16``).
             chat: send prompts as chat messages through the tokenizer's chat template (false: raw prompt text)
                 (YAML ``sampling.chat``; default ``True``).
@@ -244,8 +245,11 @@ class ConfigBuilders:
     def training(
         self,
         *,
-        estimator: Literal['at_grpo', 'grpo_per_agent', 'dr_grpo', 'rloo', 'reinforce_pp', 'gigpo'] = NOT_PROVIDED,
+        estimator: Literal[
+            'at_grpo', 'grpo_per_agent', 'dr_grpo', 'rloo', 'reinforce_pp', 'gigpo', 'drmas_grpo', 'episode_grpo',
+        ] = NOT_PROVIDED,
         group_by: Sequence[Literal['task_id', 'env_idx', 'turn', 'agent']] = NOT_PROVIDED,
+        adv_norm: Literal['std', 'none', 'per_role_std'] = NOT_PROVIDED,
         filter_zero_variance: bool = NOT_PROVIDED,
         gigpo_step_weight: float = NOT_PROVIDED,
         gigpo_gamma: float = NOT_PROVIDED,
@@ -270,10 +274,19 @@ class ConfigBuilders:
         """RLlib's ``training()`` (``lr``, ``grad_clip``, ...) plus AT-GRPO's estimator and loss.
 
         Args:
-            estimator: advantage estimator (see `core/advantages.py`; `gigpo` needs `sampling.mode: parallel`)
-                (YAML ``training.estimator``; default ``'at_grpo'``).
-            group_by: the fields of the group key used for advantages (`[task_id, agent]` for DrMAS-style per-
-                agent GRPO) (YAML ``training.group_by``; default ``['task_id', 'env_idx', 'turn', 'agent']``).
+            estimator: advantage estimator (docs/training_core.md "Advantages"; `gigpo`, `drmas_grpo` (DrMAS
+                per-agent GRPO: the episode's shared return, per agent over the K episodes of a task) and
+                `episode_grpo` (GRPO on episode returns) need `sampling.mode: parallel`) (YAML
+                ``training.estimator``; default ``'at_grpo'``).
+            group_by: the fields of the group key used for advantages; `gigpo`, `drmas_grpo`, `episode_grpo`:
+                the task group of the episodes compared, the fields other than `turn` (default: `(task_id,
+                env_idx, agent)`, per agent; `[task_id, env_idx]` pools the roles) (YAML ``training.group_by``;
+                default ``['task_id', 'env_idx', 'turn', 'agent']``).
+            adv_norm: scaling of the centred advantages of `at_grpo`, `grpo_per_agent`, `drmas_grpo`,
+                `episode_grpo`: `std` divide by the group std; `none` centre only (Dr.GRPO); `per_role_std`
+                divide by the std of the centred advantages of all of the role's trained samples in the batch (a
+                role's format-only differences stay small beside its task outcomes) (YAML ``training.adv_norm``;
+                default ``'std'``).
             filter_zero_variance: drop groups whose rewards are all equal (dynamic sampling; `gigpo`: samples
                 whose episode group and step group both are) (YAML ``training.filter_zero_variance``; default
                 ``True``).
@@ -336,6 +349,7 @@ class ConfigBuilders:
         return self._apply_builder('training', {
             'estimator': estimator,
             'group_by': group_by,
+            'adv_norm': adv_norm,
             'filter_zero_variance': filter_zero_variance,
             'gigpo_step_weight': gigpo_step_weight,
             'gigpo_gamma': gigpo_gamma,

@@ -47,6 +47,8 @@ class WorkerSpec:
     policy_specs: dict            # policy id -> LLMPolicySpec
     policy_mapping: dict          # agent -> policy id (resolved, explicit)
     temperatures: dict            # policy id -> sampling temperature
+    #: policy id -> nucleus top-p (``policies.<id>.top_p``); a policy not named here samples with ``top_p``
+    top_ps: dict = dataclasses.field(default_factory=dict)
     # the defaults of the run settings of the same name (default_of: written once, in the schema)
     top_p: float = default_of("sampling.top_p")
     max_new_tokens: int = default_of("sampling.max_new_tokens")
@@ -83,8 +85,9 @@ class WorkerSpec:
         from .policies import policy_setting
 
         temps = {pid: float(policy_setting(cfg, pid, "temperature")) for pid in policy_specs}
+        top_ps = {pid: float(policy_setting(cfg, pid, "top_p")) for pid in policy_specs}
         return cls(env=entry, env_config=env_config, eval_env_config=dict(cfg.eval_env_config),
-                   policy_specs=dict(policy_specs), policy_mapping=dict(mapping), temperatures=temps,
+                   policy_specs=dict(policy_specs), policy_mapping=dict(mapping), temperatures=temps, top_ps=top_ps,
                    top_p=float(cfg.top_p), max_new_tokens=int(cfg.max_new_tokens), chat=bool(cfg.chat),
                    system_prompt=cfg.system_prompt,
                    stop=tuple(cfg.stop) if isinstance(cfg.stop, (list, tuple)) else cfg.stop,
@@ -127,10 +130,16 @@ def with_sandbox(env_config: Mapping[str, Any], kind: str) -> dict:
 
 
 class _TimedBackend(GenerationBackend):
-    """Wraps a backend: per-policy temperatures, generation time and token counts."""
+    """Wraps a backend: per-policy temperatures and top-p, generation time and token counts.
 
-    def __init__(self, inner: GenerationBackend, temperatures: Mapping[str, float]):
-        self.inner, self.temperatures = inner, dict(temperatures)
+    A ``generate`` call is split into one inner call per distinct (temperature, top-p) of its requests'
+    policies, in sorted order, the ``j``-th with seed ``seed + 104729 * j`` (one call, the given seed, when
+    every policy samples alike). ``override_temperature`` (evaluation) replaces every policy's temperature;
+    the policies' top-p stay."""
+
+    def __init__(self, inner: GenerationBackend, temperatures: Mapping[str, float],
+                 top_ps: Optional[Mapping[str, float]] = None):
+        self.inner, self.temperatures, self.top_ps = inner, dict(temperatures), dict(top_ps or {})
         self.gen_s = 0.0
         self.tokens = 0
         self.calls = 0
@@ -140,14 +149,15 @@ class _TimedBackend(GenerationBackend):
     def generate(self, requests: Sequence[GenerationRequest], params: SamplingParams) -> list[list[Completion]]:
         t0 = time.perf_counter()
         out: list[Optional[list[Completion]]] = [None] * len(requests)
-        by_temp: dict[float, list[int]] = {}
+        by_params: dict[tuple[float, float], list[int]] = {}
         for i, r in enumerate(requests):
             t = self.override_temperature
             if t is None:
                 t = self.temperatures.get(r.policy_id, params.temperature)
-            by_temp.setdefault(float(t), []).append(i)
-        for j, (t, idx) in enumerate(sorted(by_temp.items())):
-            p = dataclasses.replace(params, temperature=t,
+            top_p = self.top_ps.get(r.policy_id, params.top_p)
+            by_params.setdefault((float(t), float(top_p)), []).append(i)
+        for j, ((t, top_p), idx) in enumerate(sorted(by_params.items())):
+            p = dataclasses.replace(params, temperature=t, top_p=top_p,
                                     seed=None if params.seed is None else params.seed + 104729 * j)
             res = self.inner.generate([requests[i] for i in idx], p)
             for i, comps in zip(idx, res, strict=True):
@@ -186,7 +196,7 @@ class RolloutWorker:
         self.spec, self.worker_index = spec, worker_index
         self.backend = _TimedBackend(make_backend(spec.policy_specs, backend=spec.backend, device=spec.device,
                                                  options=spec.backend_options),
-                                     spec.temperatures)
+                                     spec.temperatures, spec.top_ps)
         self._envs: dict[str, list] = {"train": [], "eval": []}
         self.weights_version = -1
 

@@ -97,6 +97,23 @@ def _keywords(builder: str) -> list[tuple[str, str, str]]:
     return out
 
 
+def _param_lines(param: str, width: int = 120) -> list[str]:
+    """The signature lines of one keyword: one line, or a long ``Literal[...]`` with its values wrapped."""
+    line = f"        {param},"
+    if len(line) <= width or "Literal[" not in param:
+        return [line]
+    head, rest = param.split("Literal[", 1)
+    values, tail = rest.split("]", 1)
+    out, cur = [f"        {head}Literal["], ""
+    for v in values.split(", "):
+        if cur and len(f"            {cur} {v},") > width:
+            out.append(f"            {cur}")
+            cur = ""
+        cur = f"{cur} {v}," if cur else f"{v},"
+    out.append(f"            {cur}")
+    return out + [f"        ]{tail},"]
+
+
 def _method(builder: str) -> str:
     rllib = builder in RLLIB_BUILDERS
     kws = _keywords(builder)
@@ -106,7 +123,7 @@ def _method(builder: str) -> str:
     params.append("*")
     params += [f"{name}: {ann} = NOT_PROVIDED" for name, ann, _ in kws]
     params.append("**rllib_kwargs: Any" if rllib else "**unknown: Never")
-    lines = [f"    def {builder}(", *[f"        {p}," for p in params], "    ) -> Self:"]
+    lines = [f"    def {builder}(", *[ln for p in params for ln in _param_lines(p)], "    ) -> Self:"]
     doc = [f'        """{SUMMARY[builder]}', "", "        Args:"]
     if builder == "environment":
         doc.append(_wrap("env: the env: a registered id (an llm_marl task, a task of your own, an id given to "

@@ -1,4 +1,4 @@
-"""Group-relative advantage estimators (AT-GRPO, per-agent GRPO, Dr.GRPO, RLOO, REINFORCE++).
+"""Group-relative advantage estimators (AT-GRPO, per-agent GRPO, Dr.GRPO, RLOO, REINFORCE++, GiGPO, DrMAS).
 
 Everything here is vectorized with numpy: group labels are turned into integer codes
 with ``np.unique(..., return_inverse=True)`` and per-group sums with ``np.bincount``.
@@ -34,11 +34,34 @@ Estimators (``estimator=``)
     per sample, e.g. its policy id) each label is whitened on its own, not pooled.
     (Within one whitening set the mean of ``a`` is 0 since each group is centred, so this equals
     the usual whitening ``(a - mean(a)) / std(a)``.)
+``"drmas_grpo"``
+    DrMAS per-agent GRPO (``group_by_agent_id=True`` of DrMAS's ``compute_grpo_outcome_advantage``): every
+    step gets its episode's return ``R_e`` (the sum of all the episode's rewards, every role's: the team's
+    shared outcome), then ``(R - mean_g) / (std_g + eps)`` with *every step* of the group an entry (DrMAS
+    extends the group's scores with each of an agent's records, so an episode in which the agent acted
+    three times counts three times). ``group_ids`` are the task groups (the K episodes of one task, per
+    agent: :func:`parallel_episodes`) and ``episode_ids=`` is required.
+``"episode_grpo"``
+    Outcome GRPO on episodes (DrMAS's ``group_by_agent_id=False``, plain GRPO): one entry per (task group,
+    episode), its value ``R_e``; ``(R_e - mean_g) / (std_g + eps)`` over the group's episodes, given to
+    every step of the episode. Without ``agent`` in the task group (e.g. ``(task_id, env_idx)``) this is
+    GRPO with every role's steps pooled, the shared-policy baseline. ``episode_ids=`` is required.
 ``"gigpo"``
     GiGPO (group-in-group policy optimisation, verl-agent / DrMAS): an episode-level advantage
     plus ``step_weight`` times a step-level one, see :func:`gigpo_advantages`. ``group_ids`` are
     then the *task* groups (the K episodes played from one task), and the options
     ``episode_ids=`` and ``anchor_ids=`` are required.
+
+Normalisation (``norm=``, the estimators of :data:`STD_ESTIMATORS`)
+-----------------------------------------------------------------
+``"std"`` (default) divides the centred value ``c = R - mean_g`` by the group's std, as above; ``"none"``
+keeps ``c`` (Dr.GRPO's centring, for any of these groupings); ``"per_role_std"`` divides ``c`` by the
+std of ``c`` over all samples of the same role (``roles=``, e.g. the agents) in the batch, leaving out
+zero-variance groups and samples outside ``keep=`` (the samples that are trained, as for
+``reinforce_pp``). Within one role the groups keep their relative scale: a group whose rewards differ
+only by a -0.1 format penalty stays ~10x smaller than a group that differs by a 0/1 task outcome,
+where ``"std"`` scales both to unit size. (``at_grpo`` with ``"per_role_std"`` equals ``reinforce_pp``
+with ``whiten_by=roles``.)
 
 Group ids
 ---------
@@ -62,11 +85,14 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from .choices import ESTIMATORS, KEY_FIELDS
-from .options import GiGPOOptions
+from .choices import ADV_NORMS, EPISODE_ESTIMATORS, ESTIMATORS, KEY_FIELDS, STD_ESTIMATORS
+from .options import DEFAULT_ADV_NORM, GiGPOOptions
 
 __all__ = [
     "ESTIMATORS",
+    "EPISODE_ESTIMATORS",
+    "STD_ESTIMATORS",
+    "ADV_NORMS",
     "KEY_FIELDS",
     "DEFAULT_EPS",
     "compute_advantages",
@@ -76,6 +102,8 @@ __all__ = [
     "GiGPOAdvantages",
     "gigpo_advantages",
     "gigpo_of_samples",
+    "parallel_episodes",
+    "episode_returns",
     "anchor_id",
 ]
 
@@ -206,11 +234,15 @@ def compute_advantages(
 
     Options: ``eps`` (float, default 1e-6); for ``reinforce_pp`` also ``keep`` (bool mask of the
     samples that are trained) and ``whiten_by`` (labels, e.g. policy ids: whiten per label); for
-    ``gigpo`` (``group_ids`` = task groups) ``episode_ids`` and ``anchor_ids`` (required) and
-    ``order``, ``step_weight``, ``gamma``, ``std_norm`` (see :func:`gigpo_advantages`).
-    See the module docstring for the formulas.
+    ``drmas_grpo`` and ``episode_grpo`` (``group_ids`` = task groups) ``episode_ids`` (required); for the
+    estimators of :data:`STD_ESTIMATORS` ``norm`` (``"std"``, the default, ``"none"`` or ``"per_role_std"``,
+    which needs ``roles=``, one label per sample, and takes ``keep=``); for ``gigpo`` (``group_ids`` = task
+    groups) ``episode_ids`` and ``anchor_ids`` (required) and ``order``, ``step_weight``, ``gamma``,
+    ``std_norm`` (see :func:`gigpo_advantages`). See the module docstring for the formulas.
     """
-    gigpo = {k: options.pop(k) for k in _GIGPO_OPTIONS if k in options}
+    # episode_ids is GiGPO's and the episode-return estimators' option
+    gigpo = {k: options.pop(k) for k in _GIGPO_OPTIONS
+             if k in options and (estimator == "gigpo" or k != "episode_ids")}
     if estimator == "gigpo":
         eps_g = float(options.pop("eps", DEFAULT_EPS))
         if options:
@@ -227,11 +259,25 @@ def compute_advantages(
     eps = float(options.pop("eps", DEFAULT_EPS))
     keep = options.pop("keep", None)
     whiten_by = options.pop("whiten_by", None)
+    episode_ids = options.pop("episode_ids", None)
+    norm = options.pop("norm", DEFAULT_ADV_NORM)
+    roles = options.pop("roles", None)
     if options:
         raise TypeError(f"compute_advantages got unknown option(s) {sorted(options)}; "
-                        "known: ['eps', 'keep', 'whiten_by']")
+                        "known: ['eps', 'episode_ids', 'keep', 'norm', 'roles', 'whiten_by']")
     if estimator not in ESTIMATORS:
         raise ValueError(f"unknown advantage estimator {estimator!r}; choose one of {ESTIMATORS}")
+    if norm not in ADV_NORMS:
+        raise ValueError(f"unknown advantage normalisation norm={norm!r}; choose one of {ADV_NORMS}")
+    if norm != "std" and estimator not in STD_ESTIMATORS:
+        raise ValueError(f"norm={norm!r} applies to the std-normalised estimators {STD_ESTIMATORS}, not "
+                         f"{estimator!r} (dr_grpo and rloo do not divide by a std; reinforce_pp whitens with "
+                         "whiten_by=; gigpo has std_norm=)")
+    if (norm == "per_role_std") != (roles is not None):
+        raise TypeError("roles= (one label per sample, e.g. its agent) goes with norm='per_role_std', and only there")
+    if (estimator in ("drmas_grpo", "episode_grpo")) != (episode_ids is not None):
+        raise TypeError(f"episode_ids= goes with the episode-return estimators drmas_grpo and episode_grpo (and "
+                        f"gigpo), and they need it; got estimator={estimator!r}")
     r = np.asarray(rewards, dtype=np.float64)
     if r.ndim != 1:
         raise ValueError(f"rewards must be a 1-D array, got shape {r.shape}")
@@ -242,16 +288,22 @@ def compute_advantages(
         return np.zeros(0, dtype=np.float64)
     if not np.all(np.isfinite(r)):
         raise ValueError("rewards contain NaN or inf")
+    if estimator == "episode_grpo":  # one entry per (task group, episode): the episode's return
+        ep = _codes_of(episode_ids, r.shape[0], "episode_ids")
+        pair_task, pair_return, pair = _episode_entries(r, codes, ep)
+        centred, std, const = _centred_and_std(pair_return, pair_task, int(pair_task.max()) + 1)
+        return _normalised(centred[pair], std[pair], const[pair], norm, eps, keep, roles)
+    if estimator == "drmas_grpo":  # every step an entry, valued at its episode's return
+        r = episode_returns(r, _codes_of(episode_ids, r.shape[0], "episode_ids"))
 
     counts, sums, means = _group_stats(r, codes, n_groups)
     const = _constant_groups(r, codes, n_groups)
     centred = r - means[codes]
 
-    if estimator in ("at_grpo", "grpo_per_agent"):
+    if estimator in STD_ESTIMATORS:
         var = np.bincount(codes, weights=centred * centred, minlength=n_groups) / np.maximum(counts, 1.0)
-        with np.errstate(divide="ignore", invalid="ignore"):  # eps=0: zero-variance groups, set to 0 below
-            adv = centred / (np.sqrt(var)[codes] + eps)
-    elif estimator == "dr_grpo":
+        return _normalised(centred, np.sqrt(var)[codes], const[codes], norm, eps, keep, roles)
+    if estimator == "dr_grpo":
         adv = centred
     elif estimator == "rloo":
         n = counts[codes]
@@ -262,6 +314,59 @@ def compute_advantages(
         adv = centred / (_whitening_std(centred, ~const[codes], keep, whiten_by) + eps)
     adv = np.where(const[codes], 0.0, adv)
     return adv
+
+
+def _codes_of(labels: Any, n: int, name: str) -> np.ndarray:
+    codes, _ = group_codes(labels)
+    if codes.shape[0] != n:
+        raise ValueError(f"{name} ({codes.shape[0]}) and rewards ({n}) differ in length")
+    return codes
+
+
+def episode_returns(rewards: Any, episode_ids: Any) -> np.ndarray:
+    """Per sample, the return of its episode: the sum of the rewards of the samples with its episode label
+    (every role's: the team's return)."""
+    r = np.asarray(rewards, dtype=np.float64)
+    ep, n_ep = group_codes(episode_ids)
+    return np.bincount(ep, weights=r, minlength=n_ep)[ep]
+
+
+def _episode_entries(r: np.ndarray, task: np.ndarray, ep: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One entry per (task group, episode) pair: ``(pair_task, pair_return, pair)``, the pair's task-group code
+    and episode return, and each sample's pair index."""
+    ep_return = np.bincount(ep, weights=r)
+    pair, _ = _rows_to_codes(np.stack([task, ep], axis=1))
+    _, first = np.unique(pair, return_index=True)
+    pair_task, _ = group_codes(task[first])
+    return pair_task, ep_return[ep[first]], pair
+
+
+def _centred_and_std(values: np.ndarray, codes: np.ndarray, n_groups: int) -> tuple[np.ndarray, np.ndarray,
+                                                                                        np.ndarray]:
+    """Per entry: its value minus its group's mean, its group's population std, and whether the group is
+    constant (singletons included)."""
+    counts, _, means = _group_stats(values, codes, n_groups)
+    centred = values - means[codes]
+    var = np.bincount(codes, weights=centred * centred, minlength=n_groups) / np.maximum(counts, 1.0)
+    return centred, np.sqrt(var)[codes], _constant_groups(values, codes, n_groups)[codes]
+
+
+def _normalised(centred: np.ndarray, group_std: np.ndarray, const: np.ndarray, norm: str, eps: float, keep: Any,
+                roles: Any) -> np.ndarray:
+    """The advantage of a std-normalised estimator from per-sample centred values: ``centred / (group_std + eps)``
+    (``norm="std"``), ``centred`` (``"none"``), or ``centred / (std of the centred values of the role + eps)``
+    (``"per_role_std"``: over the role's samples outside constant groups and inside ``keep``); constant
+    groups give exactly 0."""
+    if norm == "std":
+        with np.errstate(divide="ignore", invalid="ignore"):  # eps=0: zero-variance groups, set to 0 below
+            adv = centred / (group_std + eps)
+    elif norm == "none":
+        adv = centred
+    else:  # per_role_std
+        centred = np.where(const, 0.0, centred)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            adv = centred / (_whitening_std(centred, ~const, keep, roles) + eps)
+    return np.where(const, 0.0, adv)
 
 
 def _whitening_std(values: np.ndarray, used: np.ndarray, keep: Any, whiten_by: Any) -> np.ndarray:
@@ -379,9 +484,7 @@ def gigpo_advantages(
 
     # episode level: one entry per (task group, episode), its value the episode's return
     ep_return = np.bincount(ep, weights=r, minlength=n_ep)
-    pair, n_pairs = _rows_to_codes(np.stack([task, ep], axis=1))
-    _, first = np.unique(pair, return_index=True)
-    pair_task, pair_return = task[first], ep_return[ep[first]]
+    pair_task, pair_return, pair = _episode_entries(r, task, ep)
     pair_adv = compute_advantages(pair_return, pair_task, est, eps=eps)
     episode_adv = pair_adv[pair]
     episode_inf = dynamic_sampling_mask(pair_return, pair_task)[pair]
@@ -443,14 +546,25 @@ def gigpo_of_samples(
     not ``chosen``) raise: their K candidates of a node are already an identical-state group and
     there is one trajectory per task, so GiGPO would reduce to AT-GRPO.
     """
-    fields = tuple(f for f in by if f != "turn")
-    if not fields:
-        raise ValueError(f"GiGPO groups episodes by the fields of {tuple(by)!r} other than 'turn'; give at least "
-                         f"one of {tuple(f for f in KEY_FIELDS if f != 'turn')}")
-    if any(not s.chosen for s in samples):
-        raise ValueError("GiGPO needs parallel sampling (K independent episodes per task); these samples come "
-                         "from tree sampling (candidates that were not continued)")
-    task = group_ids_from_keys([s.group_key for s in samples], by=fields)
-    return gigpo_advantages([s.reward for s in samples], task, [(s.env_idx, s.candidate) for s in samples],
+    task, episodes = parallel_episodes(samples, by, "GiGPO")
+    return gigpo_advantages([s.reward for s in samples], task, episodes,
                             [anchor_id(s.agent, s.prompt) for s in samples], step_weight=options.step_weight,
                             gamma=options.gamma, std_norm=options.std_norm, eps=eps)
+
+
+def parallel_episodes(samples: Sequence[Any], by: Sequence[str] = ("task_id", "env_idx", "agent"),
+                      what: str = "this estimator") -> tuple[np.ndarray, list[tuple[int, int]]]:
+    """``(task_groups, episodes)`` of parallel-mode rollout samples, for the estimators that compare K
+    independent episodes of a task (:data:`EPISODE_ESTIMATORS`): the task group of a sample is its group key
+    restricted to the fields ``by`` other than ``turn`` (int codes), its episode ``(env_idx, candidate)`` (the
+    candidate index is the episode index in parallel mode). Tree-mode samples (some not ``chosen``) raise:
+    a tree plays one continued trajectory per task."""
+    fields = tuple(f for f in by if f != "turn")
+    if not fields:
+        raise ValueError(f"{what} groups episodes by the fields of {tuple(by)!r} other than 'turn'; give at "
+                         f"least one of {tuple(f for f in KEY_FIELDS if f != 'turn')}")
+    if any(not s.chosen for s in samples):
+        raise ValueError(f"{what} needs parallel sampling (K independent episodes per task); these samples "
+                         "come from tree sampling (candidates that were not continued)")
+    task = group_ids_from_keys([s.group_key for s in samples], by=fields)
+    return task, [(int(s.env_idx), int(s.candidate)) for s in samples]

@@ -9,6 +9,7 @@ from here, so ``LossConfig()`` in a script and a run with no ``training:`` keys 
 :class:`HFOptions`    the options of :class:`~.backends.hf.HFBackend` (and ``with_lora``)
 :data:`LORA_DEFAULTS` the LoRA adapter of a policy at L2 (``r``, ``alpha``, ``dropout``, modules)
 :class:`GiGPOOptions` the GiGPO advantage estimator: step-level weight, discount, std normalisation
+:data:`DEFAULT_ADV_NORM` the advantage normalisation of the std-normalised estimators (``std``)
 =================  ==========================================================================
 
 No heavy imports here (the command line reads the schema before torch or Ray load).
@@ -22,7 +23,11 @@ from typing import Any, Optional
 
 from .choices import AGG_MODES, KL_ESTIMATORS, LOGPROB_MODES
 
-__all__ = ["LossConfig", "HFOptions", "LORA_DEFAULTS", "GiGPOOptions"]
+__all__ = ["LossConfig", "HFOptions", "LORA_DEFAULTS", "GiGPOOptions", "DEFAULT_ADV_NORM"]
+
+#: the advantage normalisation of the group-normalised estimators (``compute_advantages(norm=)``, a run's
+#: ``training.adv_norm``): divide by the group std
+DEFAULT_ADV_NORM = "std"
 
 #: the LoRA settings of an L2 adapter (``peft.LoraConfig(r=, lora_alpha=, lora_dropout=, target_modules=)``)
 LORA_DEFAULTS: dict[str, Any] = {"r": 8, "alpha": 16, "dropout": 0.0,

@@ -13,9 +13,9 @@ from typing import Annotated, Any, Iterable, Literal, Optional, get_args
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, ValidationInfo, create_model
 from pydantic import field_validator
 
-from ..core.choices import (AGG_MODES, ESTIMATORS, KEY_FIELDS, KL_ESTIMATORS, AggMode, Estimator, KeyField,
+from ..core.choices import (AGG_MODES, ESTIMATORS, KEY_FIELDS, KL_ESTIMATORS, AdvNorm, AggMode, Estimator, KeyField,
                             KlEstimator, LogprobMode)
-from ..core.options import LORA_DEFAULTS, GiGPOOptions, HFOptions, LossConfig
+from ..core.options import DEFAULT_ADV_NORM, LORA_DEFAULTS, GiGPOOptions, HFOptions, LossConfig
 from .values import TINY_MODEL_ARGS, EnvId, Number, Stop, check_model_spec, check_tiny_args
 
 __all__ = ["RunSettings", "PolicySettings", "PER_POLICY", "Section", "setting", "LEVELS", "L1_ONE_MODEL",
@@ -144,7 +144,8 @@ class SamplingSettings(Section):
     k: StrictInt = setting(4, "candidates per node (tree) / episodes per env (parallel)", ge=1)
     temperature: Number = setting(1.0, "sampling temperature (0 = greedy; per policy: `policies.<id>.temperature`)",
                                   ge=0)
-    top_p: Number = setting(1.0, "nucleus sampling", gt=0, le=1)
+    top_p: Number = setting(1.0, "nucleus sampling (per policy: `policies.<id>.top_p`, e.g. a role whose output must "
+                            "be exact sampled near its greedy behaviour)", gt=0, le=1)
     max_new_tokens: StrictInt = setting(16, "completion length limit", ge=1)
     chat: StrictBool = setting(True, "send prompts as chat messages through the tokenizer's chat template "
                                      "(false: raw prompt text)")
@@ -230,11 +231,19 @@ class TrainingSettings(Section):
     _builder = "training"
     _doc = "Advantages, loss and optimizer."
     lr: Number = setting(1e-3, "Adam learning rate (per policy: `policies.<id>.lr`)", gt=0, rllib=True)
-    estimator: Estimator = setting("at_grpo", "advantage estimator (see `core/advantages.py`; `gigpo` needs "
-                                   "`sampling.mode: parallel`)")
+    estimator: Estimator = setting(
+        "at_grpo", "advantage estimator (docs/training_core.md \"Advantages\"; `gigpo`, `drmas_grpo` (DrMAS "
+        "per-agent GRPO: the episode's shared return, per agent over the K episodes of a task) and `episode_grpo` "
+        "(GRPO on episode returns) need `sampling.mode: parallel`)")
     group_by: list[KeyField] = setting(
-        list(GROUP_FIELDS), "the fields of the group key used for advantages (`[task_id, agent]` for DrMAS-style "
-        "per-agent GRPO)", min_length=1)
+        list(GROUP_FIELDS), "the fields of the group key used for advantages; `gigpo`, `drmas_grpo`, "
+        "`episode_grpo`: the task group of the episodes compared, the fields other than `turn` (default: "
+        "`(task_id, env_idx, agent)`, per agent; `[task_id, env_idx]` pools the roles)", min_length=1)
+    adv_norm: AdvNorm = setting(
+        DEFAULT_ADV_NORM, "scaling of the centred advantages of `at_grpo`, `grpo_per_agent`, `drmas_grpo`, "
+        "`episode_grpo`: `std` divide by the group std; `none` centre only (Dr.GRPO); `per_role_std` divide by the "
+        "std of the centred advantages of all of the role's trained samples in the batch (a role's format-only "
+        "differences stay small beside its task outcomes)")
     filter_zero_variance: StrictBool = setting(True, "drop groups whose rewards are all equal (dynamic sampling; "
                                                "`gigpo`: samples whose episode group and step group both are)")
     gigpo_step_weight: Number = setting(
@@ -253,7 +262,9 @@ class TrainingSettings(Section):
     kl_estimator: KlEstimator = setting(LOSS.kl_estimator, "KL estimator of the penalty (`k1` or `k3`)")
     entropy_coef: Number = setting(LOSS.entropy_coef, "entropy bonus (per policy: `policies.<id>.entropy_coef`)", ge=0)
     agg: AggMode = setting(LOSS.agg, "loss aggregation", attr="loss_agg", why="`agg` alone does not say of what")
-    num_epochs: StrictInt = setting(1, "passes over an iteration's samples", ge=1, rllib=True)
+    num_epochs: StrictInt = setting(
+        1, "passes over an iteration's samples; the PPO clip only acts from the second optimizer step on a batch "
+        "(docs/training_core.md \"Several optimizer steps per batch\")", ge=1, rllib=True)
     minibatch_size: Optional[StrictInt] = setting(
         None, "samples per optimizer step (null: one step per epoch; per policy: `policies.<id>.minibatch_size`)",
         ge=1, rllib=True)
@@ -342,7 +353,8 @@ class RunOptions(Section):
 #: the settings a policy may override (``policies.<id>.<key>``) -> the section of the global setting
 PER_POLICY: dict[str, type[Section]] = {
     "lr": TrainingSettings, "clip_low": TrainingSettings, "clip_high": TrainingSettings,
-    "minibatch_size": TrainingSettings, "temperature": SamplingSettings, "kl_coef": TrainingSettings,
+    "minibatch_size": TrainingSettings, "temperature": SamplingSettings, "top_p": SamplingSettings,
+    "kl_coef": TrainingSettings,
     "entropy_coef": TrainingSettings}
 
 

@@ -7,6 +7,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 from pydantic import ValidationError
 
+from ..core.choices import EPISODE_ESTIMATORS, STD_ESTIMATORS
+from ..core.options import DEFAULT_ADV_NORM
 from .errors import ConfigError, pydantic_message
 from .schema import L1_ONE_MODEL, RunSettings, several_policies_at_l1
 
@@ -37,15 +39,22 @@ def _cross_checks(full: Mapping[str, Any]) -> list[tuple[tuple, str]]:
     if samp["mode"] == "tree" and samp["k"] < 2 and full["training"]["filter_zero_variance"]:
         out.append((("sampling", "k"), "tree sampling with k=1 gives one-sample groups (zero advantage); use k >= 2"))
     train = full["training"]
-    if train["estimator"] == "gigpo":
+    est = train["estimator"]
+    if est in EPISODE_ESTIMATORS:
         if samp["mode"] != "parallel":
-            out.append((("training", "estimator"), "gigpo compares K independent episodes of a task and their "
-                        "identical states, which tree sampling does not produce (one continued trajectory per "
-                        "task; its nodes are AT-GRPO's groups already); set sampling.mode: parallel "
+            why = ("gigpo compares K independent episodes of a task and their identical states, which tree sampling "
+                   "does not produce (one continued trajectory per task; its nodes are AT-GRPO's groups already)"
+                   if est == "gigpo" else f"{est} compares the returns of K independent episodes of a task, which "
+                   "tree sampling does not produce (one continued trajectory per task)")
+            out.append((("training", "estimator"), f"{why}; set sampling.mode: parallel "
                         "(ATGRPOConfig.sampling(sampling_mode='parallel'))"))
         if not [f for f in train["group_by"] if f != "turn"]:
-            out.append((("training", "group_by"), "gigpo groups episodes by the fields other than turn; give at "
+            out.append((("training", "group_by"), f"{est} groups episodes by the fields other than turn; give at "
                         "least one of task_id, env_idx, agent"))
+    if train["adv_norm"] != DEFAULT_ADV_NORM and est not in STD_ESTIMATORS:
+        out.append((("training", "adv_norm"), f"{train['adv_norm']} rescales the std-normalised estimators "
+                    f"{list(STD_ESTIMATORS)}, not {est} (dr_grpo and rloo only centre; reinforce_pp whitens per "
+                    "policy; gigpo: training.gigpo_std_norm); use estimator at_grpo with adv_norm none for Dr.GRPO"))
     return out
 
 

@@ -39,6 +39,16 @@ def test_variants_change_only_their_subject_with_the_same_budget(ablation):
     assert (atp["sampling"]["mode"], atp["training"]["estimator"]) == ("parallel", "at_grpo")
     assert atp["specialization"] == "L3"
     assert atp["training"]["group_by"] == at["training"]["group_by"] and atp["policies"] == at["policies"]
+    drmas = cfgs["drmas_grpo_l3"]  # DrMAS: episode returns per (task, env, agent) over the K parallel episodes
+    assert (drmas["sampling"]["mode"], drmas["training"]["estimator"], drmas["specialization"]) == (
+        "parallel", "drmas_grpo", "L3")
+    assert drmas["training"]["group_by"] == ["task_id", "env_idx", "agent"] and drmas["policies"] == at["policies"]
+    shared = cfgs["grpo_shared_l1"]  # GRPO with one shared policy: roles pooled, one entry per episode
+    assert (shared["sampling"]["mode"], shared["training"]["estimator"], shared["specialization"]) == (
+        "parallel", "episode_grpo", "L1")
+    assert shared["training"]["group_by"] == ["task_id", "env_idx"] and shared["policies"] == {}
+    for c in cfgs.values():  # every variant keeps the default normalisation
+        assert c["training"]["adv_norm"] == "std"
 
 
 def test_param_space_is_a_grid_over_variants_and_seeds_and_builds_atgrpo_configs(ablation):

@@ -17,7 +17,8 @@ def tiny_path():
     return str(build_tiny_model())
 
 
-def _learner(path, *, dtype="float32", master_weights=True, micro_batch_tokens=None, seed=0, **module_keys):
+def _learner(path, *, dtype="float32", master_weights=True, micro_batch_tokens=None, seed=0, lr=1e-3,
+             **module_keys):
     from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
     from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
@@ -25,7 +26,7 @@ def _learner(path, *, dtype="float32", master_weights=True, micro_batch_tokens=N
     from rllib_integration.learner import ATGRPOTorchLearner
     from rllib_integration.rl_module import LLMRLModule
 
-    cfg = ATGRPOConfig().llm(model_path=path).sampling(max_new_tokens=8).training(lr=1e-3)
+    cfg = ATGRPOConfig().llm(model_path=path).sampling(max_new_tokens=8).training(lr=lr)
     cfg.micro_batch_tokens = micro_batch_tokens
     torch.manual_seed(seed)
     import gymnasium as gym
@@ -127,6 +128,77 @@ def test_bf16_learner_checkpoint_restores_and_continues_identically(tiny_path, m
     for i in opt_a:
         for k, v in opt_a[i].items():
             assert v.dtype == opt_b[i][k].dtype and torch.equal(v, opt_b[i][k]), (i, k)
+
+
+def _on_policy_samples(learner, n=6, seed=0):
+    """Samples whose ``logprobs`` are the learner's own log-probs of their completions (as if it had just
+    sampled them), with a ``policy_id`` and the token ids a rollout sample carries."""
+    from types import SimpleNamespace
+
+    from rllib_integration.core.loss import collate_samples
+
+    rng = np.random.default_rng(seed)
+    samples = []
+    for _ in range(n):
+        p, c = int(rng.integers(3, 9)), int(rng.integers(2, 8))
+        samples.append(SimpleNamespace(policy_id="shared", prompt_token_ids=rng.integers(5, 500, p).tolist(),
+                                       completion_token_ids=rng.integers(5, 500, c).tolist(), logprobs=[0.0] * c))
+    cols = collate_samples(samples, pad_token_id=0)
+    with torch.no_grad():
+        logp = learner.module["shared"]._forward(cols)["logp"]
+    for b, s in enumerate(samples):
+        s.logprobs = logp[b][cols["completion_mask"][b] > 0].tolist()
+    return samples
+
+
+def _ppo_steps(learner, samples, *, num_epochs, minibatch_size=None):
+    """``ATGRPO._update`` (the run's loop over epochs and minibatch rounds) on ``learner``; the loss metrics
+    of every optimizer step, in order."""
+    from types import SimpleNamespace
+
+    from rllib_integration.algorithm import ATGRPO
+
+    steps = []
+
+    def update(batch):
+        res = learner.update(batch=batch)
+        steps.append({k: float(v.peek()) for k, v in res["shared"].items()
+                      if k.startswith(("ratio_", "clip_frac"))})
+        return res
+
+    fake = SimpleNamespace(config=SimpleNamespace(num_epochs=num_epochs, seed=0), iteration=0,
+                           learner_group=SimpleNamespace(update=update),
+                           _policy_setting=lambda pid, key: minibatch_size)
+    adv = np.array([1.0, -1.0] * (len(samples) // 2))
+    _, num_updates = ATGRPO._update(fake, samples, adv, np.ones(len(samples), dtype=bool))
+    assert num_updates == len(steps)
+    return steps
+
+
+@pytest.mark.parametrize("num_epochs,minibatch_size", [(2, None), (1, 3)], ids=["two-epochs", "two-minibatches"])
+def test_clipping_engages_from_the_second_optimizer_step(tiny_path, num_epochs, minibatch_size):
+    """One optimizer step per batch never clips: the ratio is exactly the on-policy 1. With several steps per
+    batch (``training.num_epochs``, or ``training.minibatch_size`` below the batch) the later steps see the
+    moved policy against the sampling log-probs, and a large learning rate pushes ratios outside
+    ``[1 - clip_low, 1 + clip_high]``, so the clipped term is active on some tokens."""
+    learner = _learner(tiny_path, lr=0.05)
+    samples = _on_policy_samples(learner)
+    steps = _ppo_steps(learner, samples, num_epochs=num_epochs, minibatch_size=minibatch_size)
+    assert len(steps) == 2
+    first, second = steps
+    assert first["ratio_min"] == pytest.approx(1.0, abs=1e-5) and first["ratio_max"] == pytest.approx(1.0, abs=1e-5)
+    assert first["clip_frac"] == 0.0 and first["clip_frac_low"] == 0.0 and first["clip_frac_high"] == 0.0
+    assert second["ratio_max"] > 1.28 or second["ratio_min"] < 0.8, second  # outside the clip range somewhere
+    assert second["clip_frac"] > 0.0 and second["clip_frac_low"] + second["clip_frac_high"] > 0.0, second
+
+
+def test_one_step_per_batch_never_clips(tiny_path):
+    """``num_epochs=1`` and no minibatch size: one optimizer step on the on-policy batch, ratio 1, no clipping
+    (whatever the learning rate): the clip range has no effect there, only the ratio's gradient."""
+    learner = _learner(tiny_path, lr=0.05)
+    steps = _ppo_steps(learner, _on_policy_samples(learner), num_epochs=1)
+    assert len(steps) == 1
+    assert steps[0]["ratio_mean"] == pytest.approx(1.0, abs=1e-5) and steps[0]["clip_frac"] == 0.0
 
 
 def test_reference_model_follows_module_to(tiny_path):

@@ -8,7 +8,8 @@ embedded default, ``rllib_integration.settings.DEFAULT_CONFIG``: warm start, the
 one rollout actor beside the learner's process; on a GPU: ``benchmarks/gpu_session.sh async`` with
 configs/gpu/planpath_smollm2_warm.yaml), in this order, with the same seeds. Printed (and written to
 ``<out>/async.md``): per run the median time of a training step (waiting for the batch + advantages +
-update + weight sync, without the evaluation; iterations 2.. : the first one has no batch in flight yet),
+update + weight sync, without the evaluation; iterations 2.. : the first one has no batch in flight yet,
+and not those right after an evaluation, which has waited for the batch in flight),
 its parts, the ratio to the synchronous run, and the held-out greedy success after the warm start and at
 every evaluation (the learning curves, side by side). ``--set`` takes the same dotted keys as
 ``llm-marl train --set`` (e.g. ``training.num_epochs=3`` for an update about as long as generation).
@@ -54,7 +55,9 @@ def run_one(cfg: dict[str, Any]) -> dict[str, Any]:
     finally:
         algo.stop()
     ws = rows[0]["warm_start"] or {}
-    steady = rows[1:]  # the first iteration has no batch in flight yet
+    # the first iteration has no batch in flight yet; after an evaluation (which waits for the batch in flight)
+    # the next iteration's wait is short: both left out, so neither mode gains from when evaluation runs
+    steady = [r for i, r in enumerate(rows) if i > 0 and rows[i - 1]["evaluation"] is None]
     median = (lambda key: statistics.median(r["timers"][key] for r in steady)) if steady else (lambda key: 0.0)
     return {"max_staleness": max_staleness,
             "iteration_s": statistics.median(r["step_s"] for r in steady) if steady else float("nan"),

@@ -170,7 +170,9 @@ class ATGRPO(Algorithm):
         self._worker_spec = WorkerSpec.of_config(cfg, entry, probe, self._specs, mapping)
         self.rollout_workers = RolloutWorkerPool.of_config(self._worker_spec, cfg)
         self._sync_weights()
-        self._pipeline = RolloutPipeline(self.rollout_workers, int(cfg.max_staleness), self._submit_sampling)
+        final = cfg.evaluation_final_iteration  # 1-based; the pipeline counts from 0
+        self._pipeline = RolloutPipeline(self.rollout_workers, int(cfg.max_staleness), self._submit_sampling,
+                                         last_iteration=None if final is None else int(final) - 1)
         self.warm_start_metrics: Optional[dict[str, Any]] = None
         self._warm_start_reported = False
         if int(cfg.warm_start.get("episodes", 0)) > 0 and not _RESTORING.get():

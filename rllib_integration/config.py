@@ -135,8 +135,9 @@ class ATGRPOConfigBase(ConfigBuilders, AlgorithmConfig):
     def _map_rllib_aliases(self, builder: str, kwargs: dict[str, Any]) -> dict[str, Any]:
         """RLlib keywords that are ours under another name (:data:`RLLIB_ALIASES`) -> ours; returns the rest."""
         rest = {}
+        params = inspect.signature(getattr(AlgorithmConfig, builder)).parameters  # only RLlib's own keywords
         for k, v in kwargs.items():
-            alias = RLLIB_ALIASES.get(k)
+            alias = RLLIB_ALIASES.get(k) if k in params else None
             if alias is None or v is NotProvided:
                 rest[k] = v
                 continue

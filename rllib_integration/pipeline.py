@@ -7,15 +7,23 @@ between two batches (a Ray actor runs its calls in order; the in-process worker 
 next batch), never stopping the learner. Every sample carries the weights version that generated it
 (``Sample.policy_version``); when a batch is trained the learner's version is the last one pushed, so
 its staleness is ``version - policy_version`` (1 in the steady state of one-step-off). Parts of a batch
-older than ``k`` versions (e.g. after a restart) are dropped and counted. The loss uses the log-probs
-each sample was generated with, so the PPO ratio corrects for the lag. ``k = 0`` is the synchronous
-loop (sample, then update), unchanged.
+older than ``k`` versions are dropped and counted: that happens only when weights were pushed besides
+the iterations' own (e.g. a learner state restored into a running algorithm); a restarted worker gets
+the newest weights, so its redone part is never older. The loss uses the log-probs each sample was
+generated with, so the PPO ratio corrects for the lag. No batch is started past ``last_iteration``
+(``evaluation.final_iteration``, where the run's length is known), so the run's end and its final
+evaluation wait for nothing. ``k = 0`` is the synchronous loop (sample, then update), unchanged.
+
+With the in-process worker (``rollout.num_rollout_workers: 0``) the batch is generated in a thread of
+the learner's process: the two share torch's global random state and, on a GPU, its memory. The HF
+backend seeds generation per call, so samples stay reproducible as long as the learner draws no random
+numbers (no dropout); prefer rollout actors for asynchronous runs of models with dropout.
 """
 
 from __future__ import annotations
 
 import collections
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 import numpy as np
 
@@ -34,8 +42,10 @@ class RolloutPipeline:
     ``submit(iteration)`` starts the batch of that iteration and returns a job for ``pool.collect``; ``pool`` is
     the :class:`~.rollout_pool.RolloutWorkerPool` (its ``version`` is the learner's last pushed weights)."""
 
-    def __init__(self, pool: Any, max_staleness: int, submit: Callable[[int], Any]) -> None:
+    def __init__(self, pool: Any, max_staleness: int, submit: Callable[[int], Any],
+                 last_iteration: Optional[int] = None) -> None:
         self.pool, self.max_staleness, self.submit = pool, int(max_staleness), submit
+        self.last_iteration = last_iteration  # 0-based index of the run's last iteration, if known
         self._in_flight: collections.deque[tuple[int, Any]] = collections.deque()
         self.dropped_total = 0
 
@@ -47,13 +57,16 @@ class RolloutPipeline:
         """The parts of ``iteration``'s batch, and (asynchronous) the staleness report; keeps the pipeline full."""
         if not self.asynchronous:
             return self.pool.collect(self.submit(iteration)), {}
-        if not self._in_flight:  # the first iteration (or the first after a restore)
+        while self._in_flight and self._in_flight[0][0] != iteration:  # a failed iteration is retried
+            self._in_flight.popleft()
+        if not self._in_flight:  # the first iteration (or the first after a restore or a retry)
             self._in_flight.append((iteration, self.submit(iteration)))
-        it, job = self._in_flight.popleft()
-        assert it == iteration, (it, iteration)
+        _, job = self._in_flight.popleft()
         parts = self.pool.collect(job)
         while len(self._in_flight) < self.max_staleness:  # generated while the learner updates on this batch
             nxt = iteration + 1 + len(self._in_flight)
+            if self.last_iteration is not None and nxt > self.last_iteration:
+                break
             self._in_flight.append((nxt, self.submit(nxt)))
         current = int(self.pool.version)
         versions = [int(p.get("weights_version", -1)) for p in parts]

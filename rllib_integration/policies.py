@@ -72,8 +72,9 @@ def lora_config(spec: Mapping[str, Any]) -> Any:
     from peft import LoraConfig
 
     full = {**LORA_DEFAULTS, **dict(spec)}
-    return LoraConfig(r=int(full["r"]), lora_alpha=float(full["alpha"]),  # type: ignore[arg-type]  # peft scales by alpha/r: a float is fine lora_dropout=float(full["dropout"]),
-                      target_modules=list(full["target_modules"]))
+    # peft types lora_alpha as int; it scales by alpha / r, so a float is fine
+    return LoraConfig(r=int(full["r"]), lora_alpha=float(full["alpha"]),  # type: ignore[arg-type]
+                      lora_dropout=float(full["dropout"]), target_modules=list(full["target_modules"]))
 
 
 def torch_dtype(name: str) -> Any:

@@ -4,8 +4,8 @@ It runs ``n`` :class:`~.rollout_worker.RolloutWorker` s as Ray actors (or one in
 ``n == 0``), splits a batch of seeds between them, pushes new weights after every update, and when an
 actor dies mid-batch starts a new one with the same index, gives it the latest weights and redoes that
 worker's part of the batch (up to ``max_restarts`` times in total). A part of a batch is a pure function
-of (seeds, iteration, part index, weights), so the redo gives the same samples the dead worker would
-have returned. :meth:`RolloutWorkerPool.submit` / :meth:`~RolloutWorkerPool.collect` let a batch be
+of (seeds, iteration, part index, weights), so in the synchronous loop the redo gives the same samples the
+dead worker would have returned (asynchronously, the new worker has the newest weights). :meth:`RolloutWorkerPool.submit` / :meth:`~RolloutWorkerPool.collect` let a batch be
 generated while the learner works (asynchronous training, :mod:`.pipeline`).
 """
 
@@ -30,7 +30,8 @@ class SampleJob:
 
     parts: list[tuple[int, list[int], int]]  # (part index, seeds, env offset)
     options: dict[str, Any]
-    refs: dict[int, Any] = dataclasses.field(default_factory=dict)  # Ray actors: part index -> ObjectRef
+    refs: dict[int, tuple[Any, Any]] = dataclasses.field(default_factory=dict)  # part -> (actor, ObjectRef)
+    sets_before: list[tuple[int, Any, Any]] = dataclasses.field(default_factory=list)  # pushes queued before it
     future: Any = None  # the in-process worker in the background: a Future of the parts' results
 
     def kwargs(self, j: int, offset: int) -> dict[str, Any]:
@@ -196,7 +197,10 @@ class RolloutWorkerPool:
                 with self._local_lock:
                     self._local_job = job.future = self._executor.submit(self._local_parts, job)
             return job
-        job.refs = {j: self.actors[j].sample.remote(part, **job.kwargs(j, off)) for j, part, off in parts}
+        # the weights pushed so far run before this job's samples on each actor (its calls run in order)
+        job.sets_before, self._pending_sets = self._pending_sets, []
+        job.refs = {j: (self.actors[j], self.actors[j].sample.remote(part, **job.kwargs(j, off)))
+                    for j, part, off in parts}
         return job
 
     def _local_parts(self, job: "SampleJob") -> list[dict[str, Any]]:
@@ -217,8 +221,8 @@ class RolloutWorkerPool:
         import ray
         from ray.exceptions import RayActorError
 
-        pending, self._pending_sets = self._pending_sets, []
-        for i, actor, ref in pending:
+        # Only the pushes queued before this job's samples: later ones wait behind later jobs on the actors.
+        for i, actor, ref in job.sets_before:
             try:
                 ray.get(ref)
             except RayActorError as e:
@@ -226,12 +230,14 @@ class RolloutWorkerPool:
                     self._restart(i, e)
         out: dict[int, dict] = {}
         for j, part, off in job.parts:
+            actor, ref = job.refs[j]
             try:
-                out[j] = ray.get(job.refs[j])
+                out[j] = ray.get(ref)
+                continue
             except RayActorError as e:
-                self._restart(j, e)
-                out[j] = self._call_with_restart(
-                    j, lambda a, p=part, jj=j, o=off: a.sample.remote(p, **job.kwargs(jj, o)))
+                if self.actors[j] is actor:  # one death, one restart (a push may have restarted it already)
+                    self._restart(j, e)
+            out[j] = self._call_with_restart(j, lambda a, p=part, jj=j, o=off: a.sample.remote(p, **job.kwargs(jj, o)))
         return [out[j] for j, _, _ in job.parts]
 
     def wait_idle(self) -> None:

@@ -176,6 +176,11 @@ class ConfigBuilders:
 
 
 def render() -> str:
+    builders = {s.builder for s in SETTINGS if s.builder and s.attr and not s.rllib}
+    missing = builders - set(OWN_BUILDERS) - set(RLLIB_BUILDERS)
+    if missing:  # a new builder name in the schema: say here whether it is RLlib's too
+        raise SystemExit(f"settings with builder(s) {sorted(missing)}: add them to OWN_BUILDERS or RLLIB_BUILDERS in "
+                         f"{Path(__file__).name}")
     methods = [_method(b) for b in (*OWN_BUILDERS, *RLLIB_BUILDERS)]
     text = HEADER.replace("{rllib_builders}", repr(RLLIB_BUILDERS)) + "\n" + "\n\n".join(methods) + "\n"
     unused = [n for n in ("Literal", "Mapping", "Never", "Optional", "Sequence", "Union") if f"{n}[" not in text

@@ -104,3 +104,54 @@ def test_k_step_off_with_a_ray_rollout_actor(tiny):
     assert [r["staleness_max"] for r in reports] == [0, 1, 2, 2], reports
     assert all(r["in_flight"] == 2 and r["dropped_stale"] == 0 for r in reports), reports
     assert results[-1]["evaluation"]["episodes"] == 2
+
+
+@pytest.mark.slow
+def test_one_dead_actor_costs_one_restart_with_batches_in_flight(tiny):
+    """One-step-off with one Ray actor that dies right after a batch is submitted to it, so the batch and the
+    weight push queued behind it both fail: one new actor redoes the batch (the dead actor's failed push does not
+    restart it a second time), and training goes on with staleness <= 1."""
+    import types
+
+    import ray
+
+    from rllib_integration.envs import task_runtime_env
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+             runtime_env=task_runtime_env([str(TASK_FILE)], {"env_vars": {"OMP_NUM_THREADS": "1"}}))
+    try:
+        algo = config(tiny, max_staleness=1).rollouts(num_rollout_actors=1).build_algo()
+        try:
+            first = algo.train()
+            victim = algo.rollout_workers.actors[0]
+
+            def sample_then_die(*args, **kwargs):
+                ref = victim.sample.remote(*args, **kwargs)
+                ray.kill(victim)
+                return ref
+
+            # the next batch (submitted during the next iteration) kills the actor; a push follows it
+            algo.rollout_workers.actors[0] = types.SimpleNamespace(
+                sample=types.SimpleNamespace(remote=sample_then_die), set_weights=victim.set_weights)
+            rest = [algo.train() for _ in range(3)]
+        finally:
+            algo.stop()
+    finally:
+        ray.shutdown()
+    assert first["num_rollout_worker_restarts"] == 0
+    assert [r["num_rollout_worker_restarts"] for r in rest] == [0, 1, 1]
+    assert all(r["async"]["staleness_max"] <= 1 and r["num_updates"] > 0 for r in rest), [r["async"] for r in rest]
+
+
+def test_rllib_aliases_only_in_rllibs_own_builder():
+    """``num_env_runners`` is RLlib's ``env_runners()`` keyword (it sets the rollout actors) and
+    ``evaluation_duration`` its ``evaluation()`` keyword; another builder rejects them, as RLlib's would."""
+    from rllib_integration import ATGRPOConfig
+    from rllib_integration.settings import ConfigError
+
+    assert ATGRPOConfig().env_runners(num_env_runners=3).num_rollout_actors == 3
+    assert ATGRPOConfig().evaluation(evaluation_duration=5).evaluation_num_episodes == 5
+    for builder, kw in (("training", "num_env_runners"), ("training", "evaluation_duration"),
+                        ("environment", "num_env_runners")):
+        with pytest.raises(ConfigError, match=f"got an unknown keyword '{kw}'"):
+            getattr(ATGRPOConfig(), builder)(**{kw: 3})

@@ -184,3 +184,12 @@ def test_a_missing_checkpoint_is_named_the_same_way_everywhere(tmp_path):
     assert str(e.value).startswith(f"model.path: {expected}. Give a directory written by save_pretrained")
     (tmp_path / "config.json").write_text("{}")
     assert resolve_model_spec(str(tmp_path)) == str(tmp_path)
+
+
+def test_lora_settings_reach_peft():
+    """Every key of the `lora` section reaches peft's LoraConfig (dropout was once lost inside a comment)."""
+    pytest.importorskip("peft")
+    from rllib_integration.policies import lora_config
+
+    cfg = lora_config({"r": 4, "alpha": 8, "dropout": 0.3, "target_modules": ["q_proj"]})
+    assert (cfg.r, cfg.lora_alpha, cfg.lora_dropout, sorted(cfg.target_modules)) == (4, 8.0, 0.3, ["q_proj"])

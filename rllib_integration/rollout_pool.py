@@ -5,8 +5,9 @@ It runs ``n`` :class:`~.rollout_worker.RolloutWorker` s as Ray actors (or one in
 actor dies mid-batch starts a new one with the same index, gives it the latest weights and redoes that
 worker's part of the batch (up to ``max_restarts`` times in total). A part of a batch is a pure function
 of (seeds, iteration, part index, weights), so in the synchronous loop the redo gives the same samples the
-dead worker would have returned (asynchronously, the new worker has the newest weights). :meth:`RolloutWorkerPool.submit` / :meth:`~RolloutWorkerPool.collect` let a batch be
-generated while the learner works (asynchronous training, :mod:`.pipeline`).
+dead worker would have returned (asynchronously, the new worker has the newest weights).
+:meth:`RolloutWorkerPool.submit` / :meth:`~RolloutWorkerPool.collect` let a batch be generated while the
+learner works (asynchronous training, :mod:`.pipeline`).
 """
 
 from __future__ import annotations

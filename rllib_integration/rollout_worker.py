@@ -32,7 +32,7 @@ def _writable(v: Any) -> Any:
     a = np.asarray(v)
     return a if a.flags.writeable else a.copy()
 
-__all__ = ["RolloutWorker", "WorkerSpec", "SANDBOX_KINDS", "with_sandbox"]
+__all__ = ["RolloutWorker", "WorkerSpec", "SANDBOX_KINDS", "backend_options", "with_sandbox"]
 
 logger = logging.getLogger(__name__)
 
@@ -76,12 +76,6 @@ class WorkerSpec:
         env_config = dict(cfg.env_config)
         if isinstance(getattr(probe, "unwrapped", probe), LLMTeamEnv):
             env_config = with_sandbox(env_config, cfg.rollout_sandbox)
-        if cfg.generation_backend == "vllm":
-            options: dict[str, Any] = {"engine_options": dict(cfg.vllm_options or {})}
-        else:
-            options = {"static_cache": bool(cfg.static_cache), "compile": cfg.generation_compile,
-                       "logprobs": cfg.rollout_logprobs, "max_batch_size": int(cfg.generation_max_batch_size),
-                       "warmup": bool(cfg.generation_warmup)}
         from .policies import policy_setting
 
         temps = {pid: float(policy_setting(cfg, pid, "temperature")) for pid in policy_specs}
@@ -94,7 +88,17 @@ class WorkerSpec:
                    backend=cfg.generation_backend,
                    device=cfg.model_device or ("cuda" if float(cfg.num_gpus_per_rollout_worker) > 0 else "cpu"),
                    torch_threads=int(cfg.torch_threads), seed=int(cfg.seed or 0), step_workers=cfg.step_workers,
-                   progress=bool(cfg.progress_bars), backend_options=options)
+                   progress=bool(cfg.progress_bars), backend_options=backend_options(cfg))
+
+
+def backend_options(cfg: Any) -> dict[str, Any]:
+    """The generation backend's keywords from a run's config (``rollout.static_cache/compile/logprobs/
+    max_batch_size/warmup``, or ``rollout.vllm`` for the vLLM backend): ``policies.make_backend(options=)``."""
+    if cfg.generation_backend == "vllm":
+        return {"engine_options": dict(cfg.vllm_options or {})}
+    return {"static_cache": bool(cfg.static_cache), "compile": cfg.generation_compile,
+            "logprobs": cfg.rollout_logprobs, "max_batch_size": int(cfg.generation_max_batch_size),
+            "warmup": bool(cfg.generation_warmup)}
 
 
 def with_sandbox(env_config: Mapping[str, Any], kind: str) -> dict:

@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import os
+import gc
 import sys
 import warnings
 
@@ -81,12 +82,18 @@ def count_python_lines(fn, *args, **kwargs):
             n += 1
         return local
 
+    # the garbage of earlier tests (Ray, torch objects) must not run its __del__ inside the count
+    gc.collect()
+    gc_was_on = gc.isenabled()
+    gc.disable()
     previous = sys.gettrace()
     sys.settrace(lambda frame, event, arg: local)
     try:
         result = fn(*args, **kwargs)
     finally:
         sys.settrace(previous)
+        if gc_was_on:
+            gc.enable()
     return result, n
 
 

@@ -1,8 +1,6 @@
 """GPU settings flow from a YAML run config to the learner, the RLModule and the generation backend;
 per-policy KL / entropy coefficients give only those policies a reference model / entropies."""
 
-from types import SimpleNamespace
-
 import pytest
 
 from rllib_integration.policies import _policy_specs
@@ -18,7 +16,7 @@ def _run_config(**sections):
 
 def test_gpu_keys_reach_atgrpo_config_specs_and_backend():
     from rllib_integration import ATGRPOConfig
-    from rllib_integration.algorithm import ATGRPO
+    from rllib_integration.rollout_worker import backend_options
 
     cfg = _run_config(training={"micro_batch_tokens": 4096, "logprob_chunk_tokens": 256,
                                 "gradient_checkpointing": True, "master_weights": False, "compile_layers": True,
@@ -29,11 +27,10 @@ def test_gpu_keys_reach_atgrpo_config_specs_and_backend():
     c = ATGRPOConfig.from_run_config(cfg)
     assert (c.micro_batch_tokens, c.logprob_chunk_tokens, c.gradient_checkpointing, c.master_weights) == \
         (4096, 256, True, False)
-    fake = SimpleNamespace(config=c)
     spec = _policy_specs(c, ["shared"])["shared"].module_config()
     assert (spec["master_weights"], spec["gradient_checkpointing"], spec["logprob_chunk_tokens"]) == (False, True, 256)
     assert (spec["compile_layers"], spec["activation_memory_budget"]) == (True, 0.5)
-    opts = ATGRPO._backend_options(fake)
+    opts = backend_options(c)
     assert opts == {"static_cache": True, "compile": False, "logprobs": "forward", "max_batch_size": 24,
                     "warmup": False}
     from rllib_integration.core.models import build_tiny_model
@@ -42,7 +39,7 @@ def test_gpu_keys_reach_atgrpo_config_specs_and_backend():
     be = make_backend({"shared": LLMPolicySpec("shared", str(build_tiny_model()))}, device="cpu", options=opts)
     assert (be.max_batch_size, be.static_cache, be.logprobs_mode) == (24, True, "forward")
     c.generation_backend = "vllm"
-    assert ATGRPO._backend_options(fake) == {"engine_options": {"gpu_memory_utilization": 0.3}}
+    assert backend_options(c) == {"engine_options": {"gpu_memory_utilization": 0.3}}
 
 
 def test_per_policy_kl_and_entropy_coefficients():

@@ -52,7 +52,6 @@ class RolloutWorkerPool:
         self.start_timeout_s = float(start_timeout_s)
         self.num_cpus, self.num_gpus, self.max_restarts = num_cpus, num_gpus, int(max_restarts)
         self.num_restarts = 0
-        self._weights: Optional[Mapping[str, Mapping[str, Any]]] = None
         self._weights_ref: Any = None  # the ray.ObjectRef of the last pushed weights
         self._version = 0
         self._pending_sets: list[tuple[int, Any, Any]] = []  # (index, actor, set_weights ref) not waited for
@@ -117,7 +116,6 @@ class RolloutWorkerPool:
         sample it is running (its calls run in order), the in-process worker before its next sample; errors
         (a dead actor: restarted with these weights) surface at the next :meth:`collect`."""
         self._version += 1
-        self._weights = weights
         if self.local is not None:
             with self._local_lock:
                 if self._local_job is not None and not self._local_job.done():
@@ -158,6 +156,20 @@ class RolloutWorkerPool:
         self.actors[i] = self._start(i)
         if self._weights_ref is not None:
             ray.get(self.actors[i].set_weights.remote(self._weights_ref, self._version))
+
+    def _get_or_restart(self, i: int, actor: Any, ref: Any) -> tuple[bool, Any]:
+        """``(True, ray.get(ref))`` of a call made on ``actor`` (worker ``i``), or ``(False, None)`` when it
+        died: it is restarted (with the latest weights) unless it has been since, so one death costs one
+        restart whatever number of its calls fail."""
+        import ray
+        from ray.exceptions import RayActorError
+
+        try:
+            return True, ray.get(ref)
+        except RayActorError as e:
+            if self.actors[i] is actor:
+                self._restart(i, e)
+            return False, None
 
     def _call_with_restart(self, i: int, call):
         import ray
@@ -219,26 +231,14 @@ class RolloutWorkerPool:
                 return job.future.result()
             self.wait_idle()  # a background job first (it holds the worker), then its pending weights
             return self._local_parts(job)
-        import ray
-        from ray.exceptions import RayActorError
-
         # Only the pushes queued before this job's samples: later ones wait behind later jobs on the actors.
         for i, actor, ref in job.sets_before:
-            try:
-                ray.get(ref)
-            except RayActorError as e:
-                if self.actors[i] is actor:  # not restarted since: restart it (with the latest weights)
-                    self._restart(i, e)
+            self._get_or_restart(i, actor, ref)
         out: dict[int, dict] = {}
         for j, part, off in job.parts:
-            actor, ref = job.refs[j]
-            try:
-                out[j] = ray.get(ref)
-                continue
-            except RayActorError as e:
-                if self.actors[j] is actor:  # one death, one restart (a push may have restarted it already)
-                    self._restart(j, e)
-            out[j] = self._call_with_restart(j, lambda a, p=part, jj=j, o=off: a.sample.remote(p, **job.kwargs(jj, o)))
+            ok, value = self._get_or_restart(j, *job.refs[j])
+            out[j] = value if ok else self._call_with_restart(
+                j, lambda a, p=part, jj=j, o=off: a.sample.remote(p, **job.kwargs(jj, o)))
         return [out[j] for j, _, _ in job.parts]
 
     def wait_idle(self) -> None:

@@ -10,6 +10,7 @@ from it (``python scripts/gen_config_builders.py``).
 from __future__ import annotations
 
 import difflib
+import functools
 import inspect
 from typing import TYPE_CHECKING, Any, Mapping, Optional, Self
 
@@ -53,6 +54,12 @@ RLLIB_UNUSED: dict[str, str] = {
     "explore": "sampling.temperature (training) and evaluation.temperature (0 = greedy)",
 }
 _RLLIB_DEFAULTS: dict[str, Any] = {}
+
+
+@functools.cache
+def _rllib_params(builder: str) -> frozenset[str]:
+    """The keywords of RLlib's own ``AlgorithmConfig.<builder>()``."""
+    return frozenset(inspect.signature(getattr(AlgorithmConfig, builder)).parameters) - {"self"}
 
 
 def _rllib_default(attr: str) -> Any:
@@ -117,7 +124,7 @@ class ATGRPOConfigBase(ConfigBuilders, AlgorithmConfig):
     def _set_settings(self, builder: str, kwargs: Mapping[str, Any], *, rllib_method: bool = False) -> dict:
         """Set this builder's AT-GRPO settings from ``kwargs``; return the rest (RLlib's own keywords)."""
         ours = builder_keywords(builder)
-        rllib_params = set(inspect.signature(getattr(AlgorithmConfig, builder)).parameters) if rllib_method else set()
+        rllib_params = _rllib_params(builder) if rllib_method else set()
         rest = {}
         for k, v in kwargs.items():
             if k in rllib_params:
@@ -126,7 +133,7 @@ class ATGRPOConfigBase(ConfigBuilders, AlgorithmConfig):
                 if v is not NotProvided:
                     setattr(self, k, {**getattr(self, k), **dict(v)} if k in ("lora", "warm_start") else v)
             else:
-                known = sorted(set(ours) | rllib_params - {"self"})
+                known = sorted(set(ours) | rllib_params)
                 hint = difflib.get_close_matches(k, known, n=1, cutoff=0.5)
                 raise ConfigError(f"ATGRPOConfig.{builder}() got an unknown keyword {k!r}"
                                   + (f" (did you mean {hint[0]!r}?)" if hint else "") + f"; known: {known}")
@@ -135,7 +142,7 @@ class ATGRPOConfigBase(ConfigBuilders, AlgorithmConfig):
     def _map_rllib_aliases(self, builder: str, kwargs: dict[str, Any]) -> dict[str, Any]:
         """RLlib keywords that are ours under another name (:data:`RLLIB_ALIASES`) -> ours; returns the rest."""
         rest = {}
-        params = inspect.signature(getattr(AlgorithmConfig, builder)).parameters  # only RLlib's own keywords
+        params = _rllib_params(builder)  # only RLlib's own keywords of this builder
         for k, v in kwargs.items():
             alias = RLLIB_ALIASES.get(k) if k in params else None
             if alias is None or v is NotProvided:
@@ -153,13 +160,10 @@ class ATGRPOConfigBase(ConfigBuilders, AlgorithmConfig):
         the same name (after :data:`RLLIB_ALIASES`), or, for a builder of AT-GRPO settings only, keywords
         nobody knows (a :class:`ConfigError` with the close match)."""
         rllib_method = builder in RLLIB_BUILDERS
-        env = ours.pop("env", NotProvided)
         if rllib_method:
             rest = self._map_rllib_aliases(builder, rest)
-        rest = self._set_settings(builder, {**ours, **rest}, rllib_method=rllib_method)
-        if builder == "environment":
-            getattr(AlgorithmConfig, builder)(self, env, **rest)
-        elif rllib_method:
+        rest = self._set_settings(builder, {**ours, **rest}, rllib_method=rllib_method)  # e.g. env= is RLlib's
+        if rllib_method:
             getattr(AlgorithmConfig, builder)(self, **rest)
         return self
 

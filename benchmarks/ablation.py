@@ -1,29 +1,36 @@
-"""The paper's ablation on the embedded task, through ``tune.Tuner``: after the same warm start, does
-AT-GRPO's tree sampling with (task, env, turn, agent) groups beat the faithful baselines (the paper's
-parallel-sampling baseline, DrMAS per-agent GRPO, GRPO with one shared policy), and does a policy per
-role (L3) beat one shared policy (L1)? The variants and their settings: ``VARIANTS`` below and
-docs/training_core.md "Baselines by name".
+"""The paper's ablation on the embedded task, through ``tune.Tuner``, at equal generated-token budgets: after the
+same warm start, does AT-GRPO's tree sampling with (task, env, turn, agent) groups beat parallel sampling, agent
+groups and the faithful baselines (DrMAS per-agent GRPO, GRPO with one shared policy), and does a policy per role
+(L3) beat one shared policy (L1)?
 
-    python3 benchmarks/ablation.py [--seeds 0 1 2] [--iterations 24] [--variants at_grpo_l3 ...]
-        [--out benchmarks/ablation] [--num-cpus 2] [--set key=value ...]
+    python3 benchmarks/ablation.py [--variants at_grpo_l3 ...] [--seeds 0 1 ... 7] [--tokens 150000]
+        [--points 4] [--eval-episodes 64] [--concurrent 1] [--out benchmarks/ablation] [--set key=value ...]
 
-Every variant starts from the embedded default (``rllib_integration.settings.DEFAULT_CONFIG``: the
-warm start, then RL on PlanPath-v0 3x3) and changes only what the variant is about; the budget is
-the same (iterations, envs per iteration, K generations per (env, turn, agent) node in tree mode or
-K episodes per env in parallel mode). One Tune trial per (variant, seed); a trial builds the
-algorithm (its warm start and the greedy held-out evaluations before/after it are in the first
-result) and trains ``--iterations`` iterations with a greedy held-out evaluation at the end.
+The variants (``VARIANTS``; a plain run: ``SWEEP``, the factorial {tree, parallel} x {node, agent groups} x
+{L3, L1} and the two baselines; docs/training_core.md "Baselines by name") each change only what they are about
+in the embedded default (``rllib_integration.settings.DEFAULT_CONFIG``: the warm start, then RL on PlanPath-v0
+3x3). One Tune trial per (variant, seed): it builds the algorithm (the warm start, with greedy held-out
+evaluations before and after it), then trains until it has generated ``--tokens`` tokens (all sampled
+candidates' completion tokens; an iteration of parallel sampling generates more than one of tree sampling, so
+the variants get different numbers of iterations but the same generation budget), evaluating greedily on
+``--eval-episodes`` eval-split boards at ``--points`` evenly spaced token counts (the last at the budget). The
+eval reports each role's own correctness too (``core.metrics.role_correctness``: the tool's program correct,
+the executor correct given a correct proposal and without one).
 
-Output: ``<out>/ablation.md`` (one Markdown table: held-out greedy success after the warm start and
-at the end of RL, mean and spread (sample std, min-max) over seeds, valid ratios, time per trial) and
-``<out>/ablation.png`` (end-of-RL success per variant, one dot per seed). The table is printed too;
-copy it into benchmarks/RESULTS.md "Ablation".
+Output under ``--out``: ``ablation.md`` (one Markdown table: per variant the mean and 95% confidence
+interval (Student t over seeds) of held-out success after the warm start and at the end of the budget, the
+gain, the gain's difference from AT-GRPO's paired by seed, the roles' correctness, tokens, iterations and
+training time), ``ablation.png`` (learning curves: success against generated tokens and against training wall
+time, mean and 95% CI over seeds) and ``rows.jsonl`` (every evaluation of every trial). The table is printed
+too; copy it into benchmarks/RESULTS.md "Ablation".
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
+import json
+import math
 import os
 import statistics
 import sys
@@ -36,34 +43,51 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from rllib_integration.settings import DEFAULT_CONFIG, apply_overrides, validate_config  # noqa: E402
 
-#: variant -> its overrides of the embedded default (dotted keys as for ``--set``); the baselines are those of
-#: docs/training_core.md "Baselines by name"
+#: variant -> its overrides of the embedded default (dotted keys as for ``--set``). The factorial is
+#: {tree, parallel} sampling x {node, agent} groups x {L3, L1}; node groups are AT-GRPO's (task, env, turn, agent),
+#: agent groups pool an agent's turns of one env, (task, env, agent), with the same estimator (each step's own
+#: reward), so only the grouping changes. Then the baselines of docs/training_core.md "Baselines by name".
+_PAR = {"sampling.mode": "parallel"}
+_AGENT = {"training.group_by": ["task_id", "env_idx", "agent"]}
+_L1 = {"specialization": "L1", "policies": {}}
 VARIANTS: dict[str, dict[str, Any]] = {
     # AT-GRPO: tree sampling, groups (task, env, turn, agent), a policy per role (the default)
     "at_grpo_l3": {},
     # the paper's parallel-sampling baseline: AT-GRPO's groups (task, env, turn, agent) over K independent
     # episodes per env instead of a tree (PettingLLMs' uid = (env_id // N, turn, agent))
-    "at_grpo_parallel_l3": {"sampling.mode": "parallel"},
+    "at_grpo_parallel_l3": {**_PAR},
+    # agent groups (task, env, agent): the K candidates of every node of one env's tree (or the K episodes) of an
+    # agent in one group, turns pooled
+    "agent_groups_l3": {**_AGENT},
+    "agent_groups_parallel_l3": {**_PAR, **_AGENT},
+    # the same four with one shared policy for both roles (one lr: `training.lr`, the executor's of L3)
+    "at_grpo_l1": {**_L1},
+    "at_grpo_parallel_l1": {**_L1, **_PAR},
+    "agent_groups_l1": {**_L1, **_AGENT},
+    "agent_groups_parallel_l1": {**_L1, **_PAR, **_AGENT},
     # DrMAS per-agent GRPO: every step of an agent valued at its episode's return, per agent over the K episodes
-    "drmas_grpo_l3": {"sampling.mode": "parallel", "training.estimator": "drmas_grpo",
-                      "training.group_by": ["task_id", "env_idx", "agent"]},
-    # AT-GRPO with one shared policy for both roles (one lr: `training.lr`, the executor's of L3)
-    "at_grpo_l1": {"specialization": "L1", "policies": {}},
+    "drmas_grpo_l3": {**_PAR, "training.estimator": "drmas_grpo", **_AGENT},
     # GRPO with one shared policy: episode returns, roles pooled, over the K episodes per env
-    "grpo_shared_l1": {"specialization": "L1", "policies": {}, "sampling.mode": "parallel",
-                       "training.estimator": "episode_grpo", "training.group_by": ["task_id", "env_idx"]},
+    "grpo_shared_l1": {**_L1, **_PAR, "training.estimator": "episode_grpo",
+                       "training.group_by": ["task_id", "env_idx"]},
     # each step's own reward grouped per (task, agent), turns and envs pooled (this project's earlier
-    # "per-agent GRPO"; not DrMAS's estimator, kept to compare with earlier results)
-    "grpo_parallel_l3": {"sampling.mode": "parallel", "training.estimator": "grpo_per_agent",
-                         "training.group_by": ["task_id", "agent"]},
+    # "per-agent GRPO"; not DrMAS's estimator, kept to compare with earlier results; not in the default sweep)
+    "grpo_parallel_l3": {**_PAR, "training.estimator": "grpo_per_agent", "training.group_by": ["task_id", "agent"]},
 }
+#: the variants a plain ``python3 benchmarks/ablation.py`` runs: the factorial and the two faithful baselines
+SWEEP = [v for v in VARIANTS if v != "grpo_parallel_l3"]
 DESCRIPTIONS = {
-    "at_grpo_l3": "AT-GRPO, tree, groups (task, env, turn, agent), L3 (policy per role)",
-    "at_grpo_parallel_l3": "paper's parallel baseline: AT-GRPO groups (task, env, turn, agent), parallel sampling, L3",
-    "drmas_grpo_l3": "DrMAS per-agent GRPO: episode return, per (task, env, agent) over K episodes, L3",
-    "at_grpo_l1": "AT-GRPO, tree, groups (task, env, turn, agent), L1 (one shared policy)",
-    "grpo_shared_l1": "GRPO, one shared policy: episode return per (task, env) over K episodes, L1",
-    "grpo_parallel_l3": "step rewards grouped per (task, agent), parallel sampling, L3 (not DrMAS)",
+    "at_grpo_l3": "AT-GRPO: tree, node groups, L3 (the default)",
+    "at_grpo_parallel_l3": "parallel, node groups, L3 (the paper's parallel baseline)",
+    "agent_groups_l3": "tree, agent groups, L3",
+    "agent_groups_parallel_l3": "parallel, agent groups, L3",
+    "at_grpo_l1": "tree, node groups, L1",
+    "at_grpo_parallel_l1": "parallel, node groups, L1",
+    "agent_groups_l1": "tree, agent groups, L1",
+    "agent_groups_parallel_l1": "parallel, agent groups, L1",
+    "drmas_grpo_l3": "DrMAS per-agent GRPO (episode return per (task, env, agent), parallel), L3",
+    "grpo_shared_l1": "GRPO, one shared policy (episode return per (task, env), parallel), L1",
+    "grpo_parallel_l3": "step rewards grouped per (task, agent), parallel, L3 (not DrMAS)",
 }
 
 
@@ -75,11 +99,17 @@ def _set(cfg: dict, dotted: str, value: Any) -> None:
     node[parts[-1]] = copy.deepcopy(value)
 
 
+#: evaluation "never" except where the trial calls it (the warm start's before/after evaluations need a
+#: non-zero interval); the trial evaluates at its token checkpoints itself
+_NEVER = 10**9
+
+
 def variant_config(variant: str, seed: int, iterations: int, sets: Sequence[str] = (),
-                   base: Optional[Mapping[str, Any]] = None) -> dict[str, Any]:
+                   base: Optional[Mapping[str, Any]] = None, eval_episodes: Optional[int] = None) -> dict[str, Any]:
     """The validated run config of one trial: the embedded default (or ``base``), the variant's
     overrides, the seed (RL sampling and problems; ``warm_start.seed`` is left alone, so every trial
-    starts from the same demonstrations), evaluation at the end only, then ``sets``."""
+    starts from the same demonstrations), ``iterations`` as the run's cap, evaluation only where the trial
+    asks for it (after the warm start and at its token checkpoints, ``eval_episodes`` boards), then ``sets``."""
     if variant not in VARIANTS:
         raise ValueError(f"unknown variant {variant!r}; known: {sorted(VARIANTS)}")
     if iterations < 1:
@@ -88,89 +118,174 @@ def variant_config(variant: str, seed: int, iterations: int, sets: Sequence[str]
     for key, value in VARIANTS[variant].items():
         _set(cfg, key, value)
     _set(cfg, "training.seed", int(seed))
-    _set(cfg, "evaluation.interval", int(iterations))
+    _set(cfg, "evaluation.interval", _NEVER)
+    _set(cfg, "evaluation.final_iteration", _NEVER)
+    if eval_episodes is not None:
+        _set(cfg, "evaluation.num_episodes", int(eval_episodes))
     _set(cfg, "run.iterations", int(iterations))
     return validate_config(apply_overrides(cfg, list(sets)), check_paths=False)
 
 
+def checkpoints(tokens: int, points: int) -> list[int]:
+    """The generated-token counts at which a trial is evaluated: ``points`` evenly up to the budget ``tokens``."""
+    if tokens < 1 or points < 1:
+        raise ValueError(f"the token budget and the number of evaluation points must be >= 1, got {tokens}, {points}")
+    return [round(tokens * (i + 1) / points) for i in range(points)]
+
+
+def _eval_row(ev: Mapping[str, Any]) -> dict[str, float]:
+    roles = ev.get("roles", {})
+    return {"success": float(ev.get("success_rate", float("nan"))),
+            **{f"valid_{a}": float(m["valid_ratio"]) for a, m in ev.get("agents", {}).items()},
+            **{k: float(v) for k, v in roles.items()}}
+
+
 def _trial(config: dict) -> None:
-    """One Tune trial: build ATGRPO from the run config, train, report every iteration."""
+    """One Tune trial: build ATGRPO from the run config (warm start and its evaluations), then train until the
+    trial's generated-token budget is spent (or the iteration cap), evaluating greedily at each token checkpoint.
+    Reports once per evaluation: tokens generated so far, training wall time (without evaluations), the eval row."""
     import torch
     from ray import tune
 
     from rllib_integration import ATGRPOConfig
 
     torch.set_num_threads(1)
-    run_cfg = config["trial"]["run_config"]
+    trial = config["trial"]
+    run_cfg = trial["run_config"]
+    marks = list(trial["checkpoints"])
     algo = ATGRPOConfig.from_run_config(run_cfg).build_algo()
-    t0 = time.perf_counter()
     try:
         ws = algo.warm_start_metrics or {}
-        for _ in range(run_cfg["run"]["iterations"]):
-            r = algo.train()
-            ev = r.get("evaluation", {})
-            tune.report({"training_iteration_": r["training_iteration"],
-                         "eval_before_ws": ws.get("eval_before", {}).get("success_rate", float("nan")),
-                         "eval_after_ws": ws.get("eval_after", {}).get("success_rate", float("nan")),
-                         "eval_success": ev.get("success_rate", float("nan")),
-                         **{f"valid_{a}": m["valid_ratio"] for a, m in ev.get("agents", {}).items()},
-                         "train_success": r.get("success_rate", 0.0), "trial_s": time.perf_counter() - t0,
-                         "warm_start_s": ws.get("time_s", 0.0)})
+        tokens, train_s, it = 0, 0.0, 0
+        after = _eval_row(ws.get("eval_after", {}))
+        tune.report({"point": 0, "tokens": 0, "train_s": 0.0, "iterations": 0,
+                     "eval_before_ws": float(ws.get("eval_before", {}).get("success_rate", float("nan"))),
+                     "eval_after_ws": after["success"], **{f"eval_{k}": v for k, v in after.items()},
+                     "warm_start_s": float(ws.get("time_s", 0.0))})
+        for point, mark in enumerate(marks, start=1):
+            while tokens < mark and it < run_cfg["run"]["iterations"]:
+                t0 = time.perf_counter()
+                r = algo.train()
+                train_s += time.perf_counter() - t0
+                tokens += int(r["throughput"]["tokens_generated"])
+                it += 1
+            ev = _eval_row(algo.evaluate())
+            tune.report({"point": point, "tokens": tokens, "train_s": train_s, "iterations": it,
+                         "eval_after_ws": after["success"], **{f"eval_{k}": v for k, v in ev.items()}})
+            if it >= run_cfg["run"]["iterations"]:
+                break
     finally:
         algo.stop()
 
 
-def param_space(variants: Sequence[str], seeds: Sequence[int], iterations: int,
-                sets: Sequence[str] = ()) -> dict[str, Any]:
-    """Tune's param space: a grid over (variant, seed), each with its full run config."""
+def param_space(variants: Sequence[str], seeds: Sequence[int], iterations: int, sets: Sequence[str] = (),
+                tokens: int = 150_000, points: int = 4, eval_episodes: Optional[int] = 64) -> dict[str, Any]:
+    """Tune's param space: a grid over (variant, seed), each with its full run config and token checkpoints."""
     from ray import tune
 
-    configs = [{"variant": v, "seed": s, "run_config": variant_config(v, s, iterations, sets)}
-               for v in variants for s in seeds]
+    marks = checkpoints(tokens, points)
+    configs = [{"variant": v, "seed": s, "checkpoints": marks,
+                "run_config": variant_config(v, s, iterations, sets, eval_episodes=eval_episodes)}
+               for s in seeds for v in variants]  # seed-major: a sweep cut short has every variant on its first seeds
     return {"trial": tune.grid_search(configs)}
 
 
-def _summary(rows: list[dict[str, Any]]) -> str:
-    def stats(xs: list[float]) -> str:
-        if not xs:
-            return "-"
-        sd = statistics.stdev(xs) if len(xs) > 1 else 0.0
-        return f"{statistics.mean(xs):.2f} ± {sd:.2f} ({min(xs):.2f}-{max(xs):.2f})"
+#: two-sided 95% Student t quantiles by degrees of freedom (1-30); 1.96 beyond
+_T95 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
+        2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042]
 
-    lines = ["| variant | seeds | held-out success after warm start | end of RL | gain | valid at end (tool, "
-             "executor) | time per trial |", "|---|---|---|---|---|---|---|"]
-    for v in dict.fromkeys(r["variant"] for r in rows):
-        rs = [r for r in rows if r["variant"] == v]
-        after = [r["eval_after_ws"] for r in rs]
-        end = [r["eval_success"] for r in rs]
-        gain = [e - a for e, a in zip(end, after, strict=True)]
-        valid = (f"{statistics.mean(r.get('valid_tool', 0.0) for r in rs):.2f}, "
-                 f"{statistics.mean(r.get('valid_executor', 0.0) for r in rs):.2f}")
-        lines.append(f"| {DESCRIPTIONS.get(v, v)} | {len(rs)} | {stats(after)} | {stats(end)} | {stats(gain)} | "
-                     f"{valid} | {statistics.mean(r['trial_s'] for r in rs):.0f} s |")
+
+def mean_ci(xs: Sequence[float]) -> tuple[float, float]:
+    """The mean and the half-width of its 95% confidence interval (Student t over the seeds; 0 for one value)."""
+    xs = [float(x) for x in xs]
+    if not xs:
+        raise ValueError("no values")
+    m = statistics.fmean(xs)
+    if len(xs) < 2:
+        return m, 0.0
+    t = _T95[len(xs) - 2] if len(xs) - 1 <= len(_T95) else 1.96
+    return m, t * statistics.stdev(xs) / math.sqrt(len(xs))
+
+
+def _fmt(xs: Sequence[float]) -> str:
+    xs = [x for x in xs if not math.isnan(x)]
+    if not xs:
+        return "-"
+    m, h = mean_ci(xs)
+    return f"{m:+.2f} ± {h:.2f}" if min(xs) < 0 else f"{m:.2f} ± {h:.2f}"
+
+
+def finals(rows: Sequence[Mapping[str, Any]]) -> dict[tuple[str, int], dict[str, Any]]:
+    """Per (variant, seed): the first report (after the warm start) merged with the last (end of budget)."""
+    out: dict[tuple[str, int], dict[str, Any]] = {}
+    for r in sorted(rows, key=lambda r: r["point"]):
+        key = (r["variant"], r["seed"])
+        out[key] = {**out.get(key, {}), **r} if r["point"] else dict(r)
+        out[key].setdefault("eval_before_ws", r.get("eval_before_ws", float("nan")))
+    return out
+
+
+def summary(rows: Sequence[Mapping[str, Any]], reference: str = "at_grpo_l3") -> str:
+    """The Markdown table: per variant, seeds, held-out success after the warm start and at the end of the
+    budget, the gain and its difference from ``reference`` paired by seed (mean ± 95% CI half-width), each
+    role's own correctness at the end, tokens, iterations and training time."""
+    fin = finals(rows)
+    variants = list(dict.fromkeys(v for v, _ in fin))
+    gain = {k: r["eval_success"] - r["eval_after_ws"] for k, r in fin.items()}
+    lines = ["| variant | seeds | after warm start | end of budget | gain | gain - AT-GRPO's (paired) | tool "
+             "correct | executor correct: given a correct proposal / without | tokens (k) | iterations | train "
+             "time |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for v in variants:
+        ks = sorted(k for k in fin if k[0] == v)
+        rs = [fin[k] for k in ks]
+        paired = [gain[k] - gain[(reference, k[1])] for k in ks if (reference, k[1]) in gain]
+        diff = _fmt(paired) if v != reference and paired else "-"
+        lines.append(
+            f"| {DESCRIPTIONS.get(v, v)} | {len(rs)} | {_fmt([r['eval_after_ws'] for r in rs])} | "
+            f"{_fmt([r['eval_success'] for r in rs])} | {_fmt([gain[k] for k in ks])} | {diff} | "
+            f"{_fmt([r.get('eval_tool_correct', math.nan) for r in rs])} | "
+            f"{_fmt([r.get('eval_executor_correct_given_tool_correct', math.nan) for r in rs])} / "
+            f"{_fmt([r.get('eval_executor_correct_without', math.nan) for r in rs])} | "
+            f"{statistics.fmean(r['tokens'] for r in rs) / 1000:.0f} | "
+            f"{statistics.fmean(r['iterations'] for r in rs):.1f} | "
+            f"{statistics.fmean(r['train_s'] for r in rs):.0f} s |")
     return "\n".join(lines)
 
 
-def _plot(rows: list[dict[str, Any]], path: Path) -> None:
+def curves(rows: Sequence[Mapping[str, Any]]) -> dict[str, list[tuple[float, float, float, float]]]:
+    """Per variant, per evaluation point: (mean tokens, mean training seconds, mean success, 95% CI half-width)."""
+    out: dict[str, list[tuple[float, float, float, float]]] = {}
+    for v in dict.fromkeys(r["variant"] for r in rows):
+        pts = sorted({r["point"] for r in rows if r["variant"] == v})
+        out[v] = []
+        for p in pts:
+            rs = [r for r in rows if r["variant"] == v and r["point"] == p]
+            m, h = mean_ci([r["eval_success"] for r in rs])
+            out[v].append((statistics.fmean(r["tokens"] for r in rs), statistics.fmean(r["train_s"] for r in rs), m, h))
+    return out
+
+
+def _plot(rows: Sequence[Mapping[str, Any]], path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    variants = list(dict.fromkeys(r["variant"] for r in rows))
-    fig, ax = plt.subplots(figsize=(7, 3.8))
-    for i, v in enumerate(variants):
-        rs = [r for r in rows if r["variant"] == v]
-        ax.scatter([i - 0.1] * len(rs), [r["eval_after_ws"] for r in rs], marker="v", color="grey",
-                   label="after warm start" if i == 0 else None)
-        ax.scatter([i + 0.1] * len(rs), [r["eval_success"] for r in rs], marker="o", color="C0",
-                   label="end of RL" if i == 0 else None)
-        ax.plot([i - 0.25, i + 0.25], [statistics.mean(r["eval_success"] for r in rs)] * 2, color="C0")
-    ax.set_xticks(range(len(variants)), variants)
-    ax.set_ylabel("held-out greedy success")
-    ax.set_ylim(-0.02, 1.02)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    cv = curves(rows)
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
+    for i, (v, pts) in enumerate(cv.items()):
+        style = "-" if v.endswith("l3") else "--"
+        for ax, x in ((axes[0], [p[0] / 1000 for p in pts]), (axes[1], [p[1] for p in pts])):
+            y, h = [p[2] for p in pts], [p[3] for p in pts]
+            ax.errorbar(x, y, yerr=h, label=v, linestyle=style, marker="o", markersize=3, capsize=2,
+                        color=f"C{i % 10}", alpha=0.85)
+    axes[0].set_xlabel("generated tokens (thousands)")
+    axes[1].set_xlabel("training wall time (s, without evaluations)")
+    axes[0].set_ylabel("held-out greedy success (mean, 95% CI)")
+    for ax in axes:
+        ax.grid(alpha=0.3)
+        ax.set_ylim(-0.02, 1.02)
+    axes[1].legend(fontsize=7, loc="upper left")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
@@ -178,20 +293,31 @@ def _plot(rows: list[dict[str, Any]], path: Path) -> None:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
-    ap.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
-    ap.add_argument("--iterations", type=int, default=int(DEFAULT_CONFIG["run"]["iterations"]))
+    ap.add_argument("--variants", nargs="+", default=SWEEP, choices=list(VARIANTS))
+    ap.add_argument("--seeds", nargs="+", type=int, default=list(range(8)))
+    ap.add_argument("--tokens", type=int, default=150_000, help="generated-token budget of every trial")
+    ap.add_argument("--points", type=int, default=4, help="evaluations along the budget (the last at its end)")
+    ap.add_argument("--iterations", type=int, default=60, help="iteration cap of a trial (a safety net)")
+    ap.add_argument("--eval-episodes", type=int, default=64)
     ap.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                     help="override a run-config key of every trial")
     ap.add_argument("--out", default="benchmarks/ablation")
     ap.add_argument("--num-cpus", type=int, default=None)
     ap.add_argument("--concurrent", type=int, default=1, help="trials at once (default 1: fair timings)")
+    ap.add_argument("--from-tune", metavar="DIR", help="only rebuild the outputs from the trials finished so far in "
+                    "a sweep's Tune directory (<out>/tune/ablation), e.g. of a sweep stopped early")
     args = ap.parse_args(argv)
+    if args.from_tune:
+        rows = rows_from_tune(Path(args.from_tune))
+        write_outputs(rows, Path(args.out).resolve(), header=f"rebuilt from {args.from_tune}: {len(rows)} reports of "
+                      f"{len({(r['variant'], r['seed']) for r in rows})} trials")
+        return 0
 
     import ray
     from ray import tune
 
-    space = param_space(args.variants, args.seeds, args.iterations, args.sets)
+    space = param_space(args.variants, args.seeds, args.iterations, args.sets, tokens=args.tokens,
+                        points=args.points, eval_episodes=args.eval_episodes)
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     ray.init(num_cpus=args.num_cpus, include_dashboard=False, log_to_driver=False,
@@ -207,24 +333,50 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                        run_config=tune.RunConfig(storage_path=str(out / "tune"), name="ablation", verbose=1))
     t0 = time.perf_counter()
     results = tuner.fit()
-    rows = []
     for res in results:
         if res.error:
             print(f"trial {res.config['trial']['variant']} seed {res.config['trial']['seed']} failed: {res.error}")
-            continue
-        m = res.metrics
-        rows.append({"variant": res.config["trial"]["variant"], "seed": res.config["trial"]["seed"], **m})
-    rows.sort(key=lambda r: (list(VARIANTS).index(r["variant"]), r["seed"]))
-    table = _summary(rows)
-    (out / "ablation.md").write_text(
-        f"{args.iterations} iterations, seeds {args.seeds}, {time.perf_counter() - t0:.0f} s in all\n\n{table}\n\n"
-        + "\n".join(f"- {r['variant']} seed {r['seed']}: after warm start {r['eval_after_ws']:.2f}, end "
-                    f"{r['eval_success']:.2f}" for r in rows) + "\n")
-    _plot(rows, out / "ablation.png")
-    print(table)
-    print(f"-> {out / 'ablation.md'}, {out / 'ablation.png'}")
+    rows = rows_from_tune(out / "tune" / "ablation")
+    write_outputs(rows, out, header=(f"token budget {args.tokens} per trial, evaluated at {args.points} points on "
+                                     f"{args.eval_episodes} eval boards, seeds {args.seeds}, "
+                                     f"{time.perf_counter() - t0:.0f} s in all"))
     ray.shutdown()
     return 0
+
+
+_ROW_KEYS = ("point", "tokens", "train_s", "iterations", "warm_start_s")
+
+
+def rows_from_tune(directory: Path) -> list[dict[str, Any]]:
+    """Every report of every trial under a Tune experiment directory (each trial's ``params.json`` and
+    ``result.json``), sorted by variant, seed and evaluation point; trials that reported nothing are skipped."""
+    rows: list[dict[str, Any]] = []
+    for params in sorted(directory.glob("*/params.json")):
+        trial = json.loads(params.read_text())["trial"]
+        results = params.parent / "result.json"
+        for line in results.read_text().splitlines() if results.exists() else []:
+            r = json.loads(line)
+            rows.append({"variant": trial["variant"], "seed": trial["seed"],
+                         **{k: v for k, v in r.items() if k in _ROW_KEYS or k.startswith("eval_")}})
+    rows.sort(key=lambda r: (list(VARIANTS).index(r["variant"]), r["seed"], r["point"]))
+    return rows
+
+
+def write_outputs(rows: Sequence[Mapping[str, Any]], out: Path, header: str) -> None:
+    """``rows.jsonl`` (every report), ``ablation.md`` (the table and per-seed lines) and ``ablation.png``."""
+    out.mkdir(parents=True, exist_ok=True)
+    with (out / "rows.jsonl").open("w") as f:
+        for r in rows:
+            f.write(json.dumps({k: (v.item() if hasattr(v, "item") else v) for k, v in r.items()}) + "\n")
+    table = summary(rows)
+    fin = finals(rows)
+    (out / "ablation.md").write_text(
+        f"{header}\n\n{table}\n\n" + "\n".join(
+            f"- {v} seed {s}: after warm start {r['eval_after_ws']:.3f}, end {r['eval_success']:.3f} "
+            f"({r['tokens'] / 1000:.0f}k tokens, {r['iterations']} iterations)" for (v, s), r in fin.items()) + "\n")
+    _plot(rows, out / "ablation.png")
+    print(table)
+    print(f"-> {out / 'ablation.md'}, {out / 'ablation.png'}, {out / 'rows.jsonl'}")
 
 
 if __name__ == "__main__":

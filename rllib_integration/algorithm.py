@@ -60,7 +60,7 @@ from ray.tune.result import TRAINING_ITERATION
 from . import _rllib
 from .batching import minibatch_rounds, multi_agent_batch
 from .config import RLLIB_ALIASES, RLLIB_UNUSED, ATGRPOConfigBase
-from .core.metrics import episode_metrics
+from .core.metrics import episode_metrics, role_correctness
 from .envs import EnvEntry, register_llm_marl_envs, resolve_env
 from .pipeline import RolloutPipeline
 from .placement import check_trial_placement, init_ray_for, trial_bundles
@@ -375,6 +375,9 @@ class ATGRPO(Algorithm):
         out["agents"] = {a: {"valid_ratio": float(np.mean([s.valid for s in samples if s.agent == a])),
                              "reward_mean": float(np.mean([s.reward for s in samples if s.agent == a]))}
                          for a in agents}
+        roles = role_correctness(samples)
+        if roles:
+            out["roles"] = roles
         out["time_s"] = time.perf_counter() - t0
         self._episode_callbacks(episodes)
         self._callback("on_evaluate_end", algorithm=self, metrics_logger=self.metrics, evaluation_metrics=out)

@@ -23,7 +23,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-__all__ = ["rollout_metrics", "flatten", "MetricsWriter", "episode_metrics"]
+__all__ = ["rollout_metrics", "flatten", "MetricsWriter", "episode_metrics", "role_correctness"]
 
 
 def _family(task_id: str) -> str:
@@ -45,6 +45,36 @@ def episode_metrics(episodes: Sequence[Any]) -> dict[str, Any]:
         fam[_family(e.task_id)].append(float(e.success))
     out["tasks"] = {f: {"success_rate": float(np.mean(v)), "episodes": len(v)} for f, v in sorted(fam.items())}
     return out
+
+
+def role_correctness(samples: Sequence[Any], first: str = "tool", then: str = "executor") -> dict[str, Any]:
+    """Each role's own correctness in a team where ``first`` acts before ``then`` in every turn (the grid
+    tasks' tool and executor), from the team term of each step's reward (``reward_parts["team"]``: for
+    the grid tasks ``1[the tool's proposal would solve the current board]`` and ``1[the executor solved
+    it]``):
+
+    - ``<first>_correct``: share of ``first``'s steps whose team term is 1 (the tool's program correct);
+    - ``<then>_correct_given_<first>_correct``: share of ``then``'s steps that solved, over the turns
+      where ``first``'s step of that turn was correct (the executor follows a correct proposal);
+    - ``<then>_correct_without``: the same over the turns where it was not (the executor alone);
+
+    each with its count ``n_...`` (the denominators differ). Empty when either role has no step."""
+    def hit(s: Any) -> bool:
+        return float(s.reward_parts.get("team", 0.0)) >= 1.0
+
+    firsts = {(s.env_idx, s.candidate, s.turn): hit(s) for s in samples if s.agent == first}
+    thens = [((s.env_idx, s.candidate, s.turn), hit(s)) for s in samples if s.agent == then]
+    if not firsts or not thens:
+        return {}
+    given = [h for key, h in thens if firsts.get(key, False)]
+    without = [h for key, h in thens if not firsts.get(key, False)]
+
+    def share(xs: list[bool]) -> float:
+        return float(np.mean(xs)) if xs else float("nan")
+
+    return {f"{first}_correct": share(list(firsts.values())), f"n_{first}": len(firsts),
+            f"{then}_correct_given_{first}_correct": share(given), f"n_{then}_given": len(given),
+            f"{then}_correct_without": share(without), f"n_{then}_without": len(without)}
 
 
 def rollout_metrics(samples: Sequence[Any], advantages: np.ndarray, group_ids: np.ndarray, keep: np.ndarray,

@@ -29,7 +29,7 @@ def test_variants_change_only_their_subject_with_the_same_budget(ablation):
         assert c["warm_start"] == {**DEFAULT_CONFIG["warm_start"]} and c["warm_start"]["episodes"] > 0
         assert (c["sampling"]["k"], c["rollout"]["envs_per_iteration"], c["run"]["iterations"]) == (
             DEFAULT_CONFIG["sampling"]["k"], DEFAULT_CONFIG["rollout"]["envs_per_iteration"], 5)
-        assert c["training"]["seed"] == 1 and c["evaluation"]["interval"] == 5  # evaluated at the end
+        assert c["training"]["seed"] == 1 and c["evaluation"]["interval"] > 5  # the trial evaluates itself
     assert (at["sampling"]["mode"], at["training"]["estimator"], at["specialization"]) == ("tree", "at_grpo", "L3")
     assert at["training"]["group_by"] == ["task_id", "env_idx", "turn", "agent"]
     assert (par["sampling"]["mode"], par["training"]["estimator"]) == ("parallel", "grpo_per_agent")
@@ -49,14 +49,29 @@ def test_variants_change_only_their_subject_with_the_same_budget(ablation):
     assert shared["training"]["group_by"] == ["task_id", "env_idx"] and shared["policies"] == {}
     for c in cfgs.values():  # every variant keeps the default normalisation
         assert c["training"]["adv_norm"] == "std"
+    # the factorial: each cell differs from AT-GRPO (tree, node groups, L3) in exactly its factors
+    node, agent = ["task_id", "env_idx", "turn", "agent"], ["task_id", "env_idx", "agent"]
+    for name, (mode, group_by, level) in {
+            "at_grpo_l3": ("tree", node, "L3"), "at_grpo_parallel_l3": ("parallel", node, "L3"),
+            "agent_groups_l3": ("tree", agent, "L3"), "agent_groups_parallel_l3": ("parallel", agent, "L3"),
+            "at_grpo_l1": ("tree", node, "L1"), "at_grpo_parallel_l1": ("parallel", node, "L1"),
+            "agent_groups_l1": ("tree", agent, "L1"), "agent_groups_parallel_l1": ("parallel", agent, "L1")}.items():
+        c = cfgs[name]
+        assert (c["sampling"]["mode"], c["training"]["group_by"], c["specialization"]) == (mode, group_by, level)
+        assert c["training"]["estimator"] == "at_grpo"
+        assert c["policies"] == (at["policies"] if level == "L3" else {})
+    assert set(ablation.SWEEP) == set(ablation.VARIANTS) - {"grpo_parallel_l3"}
 
 
 def test_param_space_is_a_grid_over_variants_and_seeds_and_builds_atgrpo_configs(ablation):
     from rllib_integration import ATGRPOConfig
 
-    space = ablation.param_space(["at_grpo_l3", "at_grpo_l1"], [0, 1], iterations=2, sets=["sampling.k=4"])
+    space = ablation.param_space(["at_grpo_l3", "at_grpo_l1"], [0, 1], iterations=2, sets=["sampling.k=4"],
+                                 tokens=1000, points=3, eval_episodes=32)
     grid = space["trial"]["grid_search"]
-    assert [(t["variant"], t["seed"]) for t in grid] == [("at_grpo_l3", 0), ("at_grpo_l3", 1), ("at_grpo_l1", 0),
+    assert all(t["checkpoints"] == [333, 667, 1000] for t in grid)
+    assert all(t["run_config"]["evaluation"]["num_episodes"] == 32 for t in grid)
+    assert [(t["variant"], t["seed"]) for t in grid] == [("at_grpo_l3", 0), ("at_grpo_l1", 0), ("at_grpo_l3", 1),
                                                          ("at_grpo_l1", 1)]
     assert all(t["run_config"]["sampling"]["k"] == 4 for t in grid)
     c = ATGRPOConfig.from_run_config(grid[0]["run_config"])
@@ -68,3 +83,33 @@ def test_bad_variant_or_budget_is_refused(ablation):
         ablation.variant_config("ppo", 0, 5)
     with pytest.raises(ValueError, match="iterations must be >= 1"):
         ablation.variant_config("at_grpo_l3", 0, 0)
+
+
+def test_confidence_interval_and_checkpoints(ablation):
+    m, h = ablation.mean_ci([0.25, 0.5, 0.75])  # sd 0.25, t(2) = 4.303
+    assert m == 0.5 and abs(h - 4.303 * 0.25 / 3 ** 0.5) < 1e-9
+    assert ablation.mean_ci([0.4]) == (0.4, 0.0)
+    with pytest.raises(ValueError, match="budget"):
+        ablation.checkpoints(0, 4)
+
+
+def test_summary_pairs_gains_by_seed_and_reports_roles(ablation, tmp_path):
+    def rows(variant, seed, after, end):
+        return [{"variant": variant, "seed": seed, "point": 0, "tokens": 0, "train_s": 0.0, "iterations": 0,
+                 "eval_after_ws": after, "eval_success": after, "eval_before_ws": 0.0},
+                {"variant": variant, "seed": seed, "point": 1, "tokens": 1000 + seed, "train_s": 10.0, "iterations": 4,
+                 "eval_after_ws": after, "eval_success": end, "eval_tool_correct": 0.5,
+                 "eval_executor_correct_given_tool_correct": 1.0, "eval_executor_correct_without": 0.0}]
+
+    rs = [*rows("at_grpo_l3", 0, 0.2, 0.6), *rows("at_grpo_l3", 1, 0.2, 0.4),
+          *rows("drmas_grpo_l3", 0, 0.2, 0.3), *rows("drmas_grpo_l3", 1, 0.2, 0.1)]
+    table = ablation.summary(rs).splitlines()
+    at = next(line for line in table if line.startswith("| AT-GRPO"))
+    drmas = next(line for line in table if line.startswith("| DrMAS"))
+    assert "| 0.30 ± 1.27 |" in at and "| -0.30 ± 0.00 |" in drmas   # gains 0.4, 0.2 vs 0.1, -0.1: paired -0.3
+    assert "| 0.50 ± 0.00 | 1.00 ± 0.00 / 0.00 ± 0.00 |" in drmas
+    curves = ablation.curves(rs)
+    assert curves["at_grpo_l3"][1][:3] == (1000.5, 10.0, 0.5)
+    ablation.write_outputs(rs, tmp_path, header="test")
+    assert (tmp_path / "ablation.png").stat().st_size > 0
+    assert len((tmp_path / "rows.jsonl").read_text().splitlines()) == 8

@@ -4,7 +4,8 @@ groups and the faithful baselines (DrMAS per-agent GRPO, GRPO with one shared po
 (L3) beat one shared policy (L1)?
 
     python3 benchmarks/ablation.py [--variants at_grpo_l3 ...] [--seeds 0 1 ... 7] [--tokens 150000]
-        [--points 4] [--eval-episodes 64] [--concurrent 1] [--out benchmarks/ablation] [--set key=value ...]
+        [--regime embedded|paper_planpath] [--points 4] [--eval-episodes 64] [--concurrent 1]
+        [--out benchmarks/ablation] [--set key=value ...]
 
 The variants (``VARIANTS``; a plain run: ``SWEEP``, the factorial {tree, parallel} x {node, agent groups} x
 {L3, L1} and the two baselines; docs/training_core.md "Baselines by name") each change only what they are about
@@ -74,6 +75,13 @@ VARIANTS: dict[str, dict[str, Any]] = {
     # "per-agent GRPO"; not DrMAS's estimator, kept to compare with earlier results; not in the default sweep)
     "grpo_parallel_l3": {**_PAR, "training.estimator": "grpo_per_agent", "training.group_by": ["task_id", "agent"]},
 }
+#: regime -> its overrides of the embedded default, applied before the variant's: ``embedded`` (PlanPath 3x3, 2 turns,
+#: K=8, 4 envs per iteration) and the paper's regime scaled to the tiny model on CPU (AT-GRPO's plan-path: 10x10,
+#: 4 turns, K=4, batch 128; here 6x6, 4 turns, K=4, 4 envs per iteration as in the embedded regime)
+REGIMES: dict[str, dict[str, Any]] = {
+    "embedded": {},
+    "paper_planpath": {"env.config.size": 6, "env.config.max_turns": 4, "sampling.k": 4},
+}
 #: the variants a plain ``python3 benchmarks/ablation.py`` runs: the factorial and the two faithful baselines
 SWEEP = [v for v in VARIANTS if v != "grpo_parallel_l3"]
 DESCRIPTIONS = {
@@ -105,8 +113,9 @@ _NEVER = 10**9
 
 
 def variant_config(variant: str, seed: int, iterations: int, sets: Sequence[str] = (),
-                   base: Optional[Mapping[str, Any]] = None, eval_episodes: Optional[int] = None) -> dict[str, Any]:
-    """The validated run config of one trial: the embedded default (or ``base``), the variant's
+                   base: Optional[Mapping[str, Any]] = None, eval_episodes: Optional[int] = None,
+                   regime: str = "embedded") -> dict[str, Any]:
+    """The validated run config of one trial: the embedded default (or ``base``), the regime's and the variant's
     overrides, the seed (RL sampling and problems; ``warm_start.seed`` is left alone, so every trial
     starts from the same demonstrations), ``iterations`` as the run's cap, evaluation only where the trial
     asks for it (after the warm start and at its token checkpoints, ``eval_episodes`` boards), then ``sets``."""
@@ -114,8 +123,10 @@ def variant_config(variant: str, seed: int, iterations: int, sets: Sequence[str]
         raise ValueError(f"unknown variant {variant!r}; known: {sorted(VARIANTS)}")
     if iterations < 1:
         raise ValueError(f"iterations must be >= 1, got {iterations}")
+    if regime not in REGIMES:
+        raise ValueError(f"unknown regime {regime!r}; known: {sorted(REGIMES)}")
     cfg = copy.deepcopy(dict(base if base is not None else DEFAULT_CONFIG))
-    for key, value in VARIANTS[variant].items():
+    for key, value in [*REGIMES[regime].items(), *VARIANTS[variant].items()]:
         _set(cfg, key, value)
     _set(cfg, "training.seed", int(seed))
     _set(cfg, "evaluation.interval", _NEVER)
@@ -179,13 +190,14 @@ def _trial(config: dict) -> None:
 
 
 def param_space(variants: Sequence[str], seeds: Sequence[int], iterations: int, sets: Sequence[str] = (),
-                tokens: int = 150_000, points: int = 4, eval_episodes: Optional[int] = 64) -> dict[str, Any]:
+                tokens: int = 150_000, points: int = 4, eval_episodes: Optional[int] = 64,
+                regime: str = "embedded") -> dict[str, Any]:
     """Tune's param space: a grid over (variant, seed), each with its full run config and token checkpoints."""
     from ray import tune
 
     marks = checkpoints(tokens, points)
     configs = [{"variant": v, "seed": s, "checkpoints": marks,
-                "run_config": variant_config(v, s, iterations, sets, eval_episodes=eval_episodes)}
+                "run_config": variant_config(v, s, iterations, sets, eval_episodes=eval_episodes, regime=regime)}
                for s in seeds for v in variants]  # seed-major: a sweep cut short has every variant on its first seeds
     return {"trial": tune.grid_search(configs)}
 
@@ -299,6 +311,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("--points", type=int, default=4, help="evaluations along the budget (the last at its end)")
     ap.add_argument("--iterations", type=int, default=60, help="iteration cap of a trial (a safety net)")
     ap.add_argument("--eval-episodes", type=int, default=64)
+    ap.add_argument("--regime", default="embedded", choices=list(REGIMES), help="the task regime (REGIMES)")
     ap.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                     help="override a run-config key of every trial")
     ap.add_argument("--out", default="benchmarks/ablation")
@@ -317,7 +330,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     from ray import tune
 
     space = param_space(args.variants, args.seeds, args.iterations, args.sets, tokens=args.tokens,
-                        points=args.points, eval_episodes=args.eval_episodes)
+                        points=args.points, eval_episodes=args.eval_episodes, regime=args.regime)
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     ray.init(num_cpus=args.num_cpus, include_dashboard=False, log_to_driver=False,
@@ -337,8 +350,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if res.error:
             print(f"trial {res.config['trial']['variant']} seed {res.config['trial']['seed']} failed: {res.error}")
     rows = rows_from_tune(out / "tune" / "ablation")
-    write_outputs(rows, out, header=(f"token budget {args.tokens} per trial, evaluated at {args.points} points on "
-                                     f"{args.eval_episodes} eval boards, seeds {args.seeds}, "
+    write_outputs(rows, out, header=(f"regime {args.regime}, token budget {args.tokens} per trial, evaluated at "
+                                     f"{args.points} points on {args.eval_episodes} eval boards, seeds {args.seeds}, "
                                      f"{time.perf_counter() - t0:.0f} s in all"))
     ray.shutdown()
     return 0

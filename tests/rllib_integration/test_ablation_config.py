@@ -78,6 +78,18 @@ def test_param_space_is_a_grid_over_variants_and_seeds_and_builds_atgrpo_configs
     assert c.warm_start["episodes"] > 0 and c.k == 4 and c.seed == 0
 
 
+def test_paper_regime_changes_the_task_and_budget_per_iteration_only(ablation):
+    emb = ablation.variant_config("drmas_grpo_l3", 0, 5)
+    paper = ablation.variant_config("drmas_grpo_l3", 0, 5, regime="paper_planpath")
+    assert (paper["env"]["config"]["size"], paper["env"]["config"]["max_turns"]) == (6, 4)
+    assert (paper["sampling"]["k"], paper["rollout"]["envs_per_iteration"]) == (4, emb["rollout"]["envs_per_iteration"])
+    assert paper["env"]["config"]["prompt_style"] == emb["env"]["config"]["prompt_style"]
+    assert (paper["training"], paper["warm_start"], paper["policies"]) == (emb["training"], emb["warm_start"],
+                                                                            emb["policies"])
+    with pytest.raises(ValueError, match="unknown regime 'atari'"):
+        ablation.variant_config("at_grpo_l3", 0, 5, regime="atari")
+
+
 def test_bad_variant_or_budget_is_refused(ablation):
     with pytest.raises(ValueError, match="unknown variant 'ppo'"):
         ablation.variant_config("ppo", 0, 5)

@@ -17,7 +17,7 @@ import logging
 import threading
 from typing import Any, Mapping, Optional, Sequence
 
-from .rollout_worker import RolloutWorker, WorkerSpec
+from .rollout_worker import RolloutWorker, TrainSeeds, WorkerSpec
 from .settings import default_of
 
 __all__ = ["RolloutWorkerPool", "SampleJob"]
@@ -61,6 +61,7 @@ class RolloutWorkerPool:
         self._local_pending: Optional[tuple[Mapping[str, Mapping[str, Any]], int]] = None
         self.local: Optional[RolloutWorker] = None
         self.actors: list = []
+        self.stream_queue: Any = None  # the bounded queue of a running stream (start_stream)
         if self.num_workers == 0:
             self.local = RolloutWorker(spec, 0)
         else:
@@ -247,7 +248,52 @@ class RolloutWorkerPool:
         if job is not None:
             job.exception()  # waits; its result stays in the future for collect()
 
+    def start_stream(self, *, first: int, seeds: TrainSeeds, slots: int, queue_size: int, sampling_seed: int,
+                     mode: str = default_of("sampling.mode"), k: int = default_of("sampling.k")) -> Any:
+        """Streaming (:meth:`RolloutWorker.start_stream`): worker ``w`` of ``n`` plays the training envs
+        ``first + w, first + w + n, ...``, ``ceil(slots / n)`` at a time, and puts each finished env into one
+        bounded queue of ``queue_size`` envs (a ``queue.Queue`` for the in-process worker, a
+        ``ray.util.queue.Queue`` actor for Ray actors), which is returned; take from it with ``get(timeout=)``."""
+        self.stop_stream()
+        workers: list[Any] = [self.local] if self.local is not None else list(self.actors)
+        n = len(workers)
+        per = -(-int(slots) // n)
+        if self.local is not None:
+            import queue
+
+            self.stream_queue = queue.Queue(maxsize=int(queue_size))
+            self.local.start_stream(self.stream_queue, first=first, stride=1, seeds=seeds, slots=per,
+                                    sampling_seed=sampling_seed, mode=mode, k=k)
+            return self.stream_queue
+        import ray
+        from ray.util.queue import Queue
+
+        self.stream_queue = Queue(maxsize=int(queue_size), actor_options={"num_cpus": 0})
+        ray.get([a.start_stream.remote(self.stream_queue, first=first + w, stride=n, seeds=seeds, slots=per,
+                                       sampling_seed=sampling_seed + 7_919 * w, mode=mode, k=k)
+                 for w, a in enumerate(self.actors)])
+        return self.stream_queue
+
+    def stop_stream(self) -> None:
+        """Stop the workers' streams (each after its current round) and drop their queue."""
+        if self.stream_queue is None:
+            return
+        if self.local is not None:
+            self.local.stop_stream()
+        else:
+            import ray
+            from ray.exceptions import RayActorError
+
+            for a in self.actors:
+                try:
+                    ray.get(a.stop_stream.remote())
+                except RayActorError:
+                    pass
+            self.stream_queue.shutdown(force=True)
+        self.stream_queue = None
+
     def stop(self) -> None:
+        self.stop_stream()
         if self._executor is not None:
             self._executor.shutdown(wait=True, cancel_futures=True)
             self._executor = None

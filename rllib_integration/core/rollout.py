@@ -387,10 +387,11 @@ class RolloutSampler:
         return still
 
     # ------------------------------------------------------------------ streaming (continuous batching)
-    def stream(self, next_env: Callable[[int], Optional[tuple[int, Any]]], slots: int, *, mode: str = "tree",
+    def stream(self, next_env: Callable[[int], Optional[tuple[int, Any]]], slots: int, *, mode: str,
                round_guard: Optional[Callable[[], ContextManager[int]]] = None) -> Iterator[FinishedEnv]:
-        """Continuous batching: ``slots`` envs play at once, and an env's slot is refilled as soon as its
-        rollout ends, so a ``generate`` call never waits for the slowest env of a batch. Yields each env's
+        """Continuous batching (``mode``: ``tree`` or ``parallel``): ``slots`` envs play at once, and an env's
+        slot is refilled as soon as its rollout ends, so a ``generate`` call never waits for the slowest env of a
+        batch. Yields each env's
         :class:`FinishedEnv` (every sample of its rollout, so every group of it: tree mode, its K candidates
         of each (turn, agent); parallel mode, its K episodes) when the env is done.
 

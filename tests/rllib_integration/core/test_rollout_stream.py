@@ -1,6 +1,7 @@
 """Continuous batching (:meth:`RolloutSampler.stream`) on a real env with the tiny model: envs are refilled as
 their rollouts end, every finished env comes whole (all its groups), and it is the tree sampler's own sampling."""
 
+import contextlib
 from collections import Counter, defaultdict
 
 import llm_marl_envs
@@ -39,11 +40,9 @@ def test_stream_refills_slots_and_yields_whole_envs(tiny_model_path):
     backend = Recording(HFBackend({"p1": tiny_model_path}, device="cpu"))
     sampler = RolloutSampler(backend, "p1", PARAMS, k=3, chat=False)
     seeds = list(range(7))
-    versions = iter(range(100))
-
-    import contextlib
-
-    finished = list(sampler.stream(_source(seeds), 2, round_guard=lambda: contextlib.nullcontext(next(versions))))
+    versions = iter(range(100))  # the guard's value: a new policy version every round
+    finished = list(sampler.stream(_source(seeds), 2, mode="tree",
+                                   round_guard=lambda: contextlib.nullcontext(next(versions))))
     assert sorted(f.env_idx for f in finished) == list(range(7))
     for f in finished:
         assert {s.env_idx for s in f.samples} == {f.env_idx} and len(f.episodes) == 1
@@ -66,7 +65,7 @@ def test_stream_with_every_env_in_a_slot_is_collect_tree(tiny_model_path):
     seeds = [0, 1, 2]
     envs = [llm_marl_envs.make("llm_marl_test/Counter-v0") for _ in seeds]
     tree = RolloutSampler(backend, "p1", PARAMS, k=3, chat=False).collect_tree(envs, seeds=seeds)
-    streamed = [s for f in RolloutSampler(backend, "p1", PARAMS, k=3, chat=False).stream(_source(seeds), 3)
+    streamed = [s for f in RolloutSampler(backend, "p1", PARAMS, k=3, chat=False).stream(_source(seeds), 3, mode="tree")
                 for s in f.samples]
 
     def rows(samples):

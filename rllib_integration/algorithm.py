@@ -175,7 +175,8 @@ class ATGRPO(Algorithm):
         self._pipeline: RolloutPipeline | StreamPipeline
         if cfg.streaming:
             self._pipeline = StreamPipeline(self.rollout_workers, int(cfg.max_staleness), self._start_stream,
-                                            batch_envs=int(cfg.envs_per_iteration), min_samples=cfg.stream_min_samples,
+                                            batch_envs=int(cfg.envs_per_iteration), group_by=tuple(cfg.group_by),
+                                            min_samples=cfg.stream_min_samples,
                                             timeout_s=float(cfg.stream_timeout_s), last_iteration=last)
         else:
             self._pipeline = RolloutPipeline(self.rollout_workers, int(cfg.max_staleness), self._submit_sampling,

@@ -25,7 +25,7 @@ from __future__ import annotations
 import collections
 import queue
 import time
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
@@ -84,22 +84,32 @@ class RolloutPipeline:
         self._in_flight.clear()
 
 
-def drop_stale(parts: list[dict[str, Any]], current: int, max_staleness: int
+def drop_stale(parts: list[dict[str, Any]], current: int, max_staleness: int, by: Optional[Sequence[str]] = None
                ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """``parts`` without the samples of those (``weights_version``: their oldest samples' version) more than
-    ``max_staleness`` versions older than ``current``, and the staleness report of the samples kept."""
-    versions = [int(p.get("weights_version", -1)) for p in parts]
-    drop = stale_parts(versions, current, max_staleness)
-    dropped = sum(len(p["samples"]) for p, d in zip(parts, drop, strict=True) if d)
-    kept = [_without_samples(p) if d else p for p, d in zip(parts, drop, strict=True)]
+    """``parts`` without their samples more than ``max_staleness`` versions older than ``current``, and the staleness
+    report of the samples kept. What is dropped whole: a part (``by`` None; its ``weights_version``), or each group
+    (the group key restricted to ``by``) with any sample that old (a streamed env's turns may come from several
+    versions; all K candidates of one (turn, agent) node from one)."""
+    dropped = 0
+    kept = []
+    for p in parts:
+        if by is None:
+            stale = stale_parts([int(p.get("weights_version", -1))], current, max_staleness)[0]
+            keep = [] if stale else p["samples"]
+        else:
+            oldest: dict[tuple, int] = {}
+            for s in p["samples"]:
+                key = tuple(getattr(s.group_key, f) for f in by)
+                oldest[key] = min(oldest.get(key, s.policy_version), s.policy_version)
+            groups = list(oldest)
+            old = {k for k, d in zip(groups, stale_parts([oldest[k] for k in groups], current, max_staleness),
+                                     strict=True) if d}
+            keep = [s for s in p["samples"] if tuple(getattr(s.group_key, f) for f in by) not in old]
+        dropped += len(p["samples"]) - len(keep)
+        kept.append(p if len(keep) == len(p["samples"]) else {**p, "samples": keep})  # episodes stay for the metrics
     staleness = [current - s.policy_version for p in kept for s in p["samples"] if s.policy_version >= 0]
     return kept, {"max_staleness": max_staleness, "staleness_mean": float(np.mean(staleness)) if staleness else 0.0,
                   "staleness_max": int(max(staleness)) if staleness else 0, "dropped_stale": dropped}
-
-
-def _without_samples(part: dict[str, Any]) -> dict[str, Any]:
-    """A batch part whose samples are dropped (too stale): its episodes and timings stay for the metrics."""
-    return {**part, "samples": []}
 
 
 class StreamPipeline:
@@ -108,7 +118,7 @@ class StreamPipeline:
     queue; a batch is whole envs taken from it until it holds ``min_samples`` samples (None: ``batch_envs`` envs),
     or what is there when ``timeout_s`` has passed (at least one env). A full queue stops the workers
     (backpressure). Weights reach a worker between two of its rounds, so each sample carries the version it was
-    generated with; a finished env whose oldest sample is more than ``max_staleness`` versions older than the
+    generated with; a group (``group_by``) with a sample more than ``max_staleness`` versions older than the
     learner is dropped whole and counted.
 
     ``start(first)`` starts the workers' stream at training env ``first`` (``RolloutWorkerPool.start_stream``) and
@@ -119,11 +129,12 @@ class StreamPipeline:
     asynchronous = True
 
     def __init__(self, pool: Any, max_staleness: int, start: Callable[[int], Any], *, batch_envs: int,
-                 min_samples: Optional[int] = None, timeout_s: float = 60.0, last_iteration: Optional[int] = None,
-                 poll_s: float = 1.0) -> None:
+                 group_by: Sequence[str], min_samples: Optional[int] = None, timeout_s: float = 60.0,
+                 last_iteration: Optional[int] = None, poll_s: float = 1.0, check_s: float = 10.0) -> None:
         self.pool, self.max_staleness, self.start = pool, int(max_staleness), start
         self.batch_envs, self.min_samples, self.timeout_s = int(batch_envs), min_samples, float(timeout_s)
-        self.last_iteration, self.poll_s = last_iteration, float(poll_s)
+        self.group_by = tuple(group_by)
+        self.last_iteration, self.poll_s, self.check_s = last_iteration, float(poll_s), float(check_s)
         self._queue: Any = None
         self.dropped_total = 0
 
@@ -136,6 +147,7 @@ class StreamPipeline:
         """Finished envs from the queue until there are enough (or the timeout, with at least one); and whether
         the timeout cut the batch."""
         deadline = time.monotonic() + self.timeout_s
+        checked = time.monotonic()
         parts: list[dict[str, Any]] = []
         while not self._enough(parts):
             left = deadline - time.monotonic()
@@ -144,10 +156,16 @@ class StreamPipeline:
             try:
                 item = self._queue.get(timeout=max(0.0, min(left, self.poll_s)) if parts else self.poll_s)
             except queue.Empty:  # ray.util.queue.Empty is one too
+                if time.monotonic() - checked >= self.check_s:  # nothing for a while: a dead actor is restarted
+                    self.pool.restart_dead_streams()
+                    checked = time.monotonic()
                 continue
             if "error" in item:
                 raise RuntimeError(f"streaming: {item['error']}\n{item.get('traceback', '')}")
             parts.append(item)
+            taken, w = self.pool.stream_taken, item["worker_index"]
+            for e in item["episodes"][:1]:  # where a restarted worker resumes
+                taken[w] = max(e.env_idx, taken.get(w, -1))
         return parts, False
 
     def next_parts(self, iteration: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
@@ -157,7 +175,7 @@ class StreamPipeline:
         parts, timed_out = self.take()
         if self.last_iteration is not None and iteration >= self.last_iteration:
             self.clear()  # nothing runs beside the final evaluation
-        kept, report = drop_stale(parts, int(self.pool.version), self.max_staleness)
+        kept, report = drop_stale(parts, int(self.pool.version), self.max_staleness, by=self.group_by)
         self.dropped_total += report["dropped_stale"]
         return kept, {**report, "streaming": True, "envs": len(parts), "timed_out": timed_out,
                       "queued": self.queued(), "dropped_stale_total": self.dropped_total}

@@ -71,6 +71,29 @@ def test_streaming_settings_are_checked():
     assert cfg["training"]["stream_min_samples"] is None and cfg["training"]["stream_queue_size"] is None
 
 
+def test_stale_groups_are_dropped_whole():
+    """A streamed env whose first turn was generated 3 versions before the learner's and its second turn 1: with
+    max_staleness 1 the first turn's groups go (all K candidates of each), the second turn's stay; grouped
+    without the turn (an episode estimator's groups span the env's turns) the env goes whole."""
+    from rllib_integration.core.rollout import GroupKey, Sample
+    from rllib_integration.pipeline import drop_stale
+
+    def sample(turn, agent, cand, version):
+        return Sample(prompt="", prompt_token_ids=[], completion="", completion_token_ids=[], logprobs=[], reward=0.0,
+                      group_key=GroupKey("t", 7, turn, agent), policy_id="p", agent=agent, turn=turn, env_idx=7,
+                      task_id="t", valid=True, candidate=cand, policy_version=version)
+
+    env = {"samples": [sample(t, a, c, 2 if t == 0 else 4) for t in (0, 1) for a in ("x", "y") for c in range(K)],
+           "episodes": ["ep"]}
+    kept, report = drop_stale([env], current=5, max_staleness=1, by=("task_id", "env_idx", "turn", "agent"))
+    assert [(s.turn, s.agent) for s in kept[0]["samples"]] == [(1, "x")] * K + [(1, "y")] * K
+    assert report["dropped_stale"] == 2 * K and report["staleness_max"] == 1 and kept[0]["episodes"] == ["ep"]
+    kept, report = drop_stale([env], current=5, max_staleness=1, by=("task_id", "env_idx", "agent"))
+    assert kept[0]["samples"] == [] and report["dropped_stale"] == 4 * K
+    kept, report = drop_stale([env], current=5, max_staleness=3, by=("task_id", "env_idx", "turn", "agent"))
+    assert kept == [env] and report["dropped_stale"] == 0 and report["staleness_max"] == 3
+
+
 def test_streaming_off_is_the_default_run_bit_for_bit(tiny):
     base, w_base = run(config(tiny), 2)
     off, w_off = run(config(tiny, streaming=False), 2)
@@ -184,3 +207,32 @@ def test_streaming_with_a_ray_rollout_actor(tiny):
     reports = [r["async"] for r in results]
     assert all(r["envs"] == 2 and r["staleness_max"] <= 1 and r["dropped_stale"] == 0 for r in reports), reports
     assert [r.get("evaluation", {}).get("episodes") for r in results] == [None, 2, None, 2]
+
+
+@pytest.mark.slow
+def test_a_dead_streaming_actor_is_restarted_and_resumes(tiny):
+    """The rollout actor dies while streaming: when the queue stays empty, the learner finds it dead, starts a
+    new one (one restart, the latest weights) whose stream resumes after the last env taken, and training goes on
+    with whole groups, no env twice."""
+    import ray
+
+    from rllib_integration.envs import task_runtime_env
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+             runtime_env=task_runtime_env([str(TASK_FILE)], {"env_vars": {"OMP_NUM_THREADS": "1"}}))
+    batches: list = []
+    try:
+        algo = (config(tiny, batches, envs=2, streaming=True, max_staleness=1).rollouts(num_rollout_actors=1)
+                .build_algo())
+        algo._pipeline.check_s = 1.0  # look for a dead actor after 1 s without a finished env (default 10 s)
+        try:
+            results = [algo.train()]
+            ray.kill(algo.rollout_workers.actors[0])
+            results += [algo.train() for _ in range(2)]
+        finally:
+            algo.stop()
+    finally:
+        ray.shutdown()
+    assert [r["num_rollout_worker_restarts"] for r in results] == [0, 1, 1]
+    assert_groups_whole(batches)
+    assert all(r["async"]["envs"] == 2 and r["async"]["staleness_max"] <= 1 for r in results), results

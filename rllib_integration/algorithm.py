@@ -62,7 +62,7 @@ from .batching import minibatch_rounds, multi_agent_batch
 from .config import RLLIB_ALIASES, RLLIB_UNUSED, ATGRPOConfigBase
 from .core.metrics import episode_metrics, role_correctness
 from .envs import EnvEntry, register_llm_marl_envs, resolve_env
-from .pipeline import RolloutPipeline
+from .pipeline import RolloutPipeline, StreamPipeline
 from .placement import check_trial_placement, init_ray_for, trial_bundles
 from .policies import LLMPolicySpec, policy_setting, resolve_policies
 from .results import LearningSignalWatch, count_params, iteration_results, plain, wall_timings
@@ -171,8 +171,16 @@ class ATGRPO(Algorithm):
         self.rollout_workers = RolloutWorkerPool.of_config(self._worker_spec, cfg)
         self._sync_weights()
         final = cfg.evaluation_final_iteration  # 1-based; the pipeline counts from 0
-        self._pipeline = RolloutPipeline(self.rollout_workers, int(cfg.max_staleness), self._submit_sampling,
-                                         last_iteration=None if final is None else int(final) - 1)
+        last = None if final is None else int(final) - 1
+        self._pipeline: RolloutPipeline | StreamPipeline
+        if cfg.streaming:
+            self._pipeline = StreamPipeline(self.rollout_workers, int(cfg.max_staleness), self._start_stream,
+                                            batch_envs=int(cfg.envs_per_iteration), group_by=tuple(cfg.group_by),
+                                            min_samples=cfg.stream_min_samples,
+                                            timeout_s=float(cfg.stream_timeout_s), last_iteration=last)
+        else:
+            self._pipeline = RolloutPipeline(self.rollout_workers, int(cfg.max_staleness), self._submit_sampling,
+                                             last_iteration=last)
         self.warm_start_metrics: Optional[dict[str, Any]] = None
         self._warm_start_reported = False
         if int(cfg.warm_start.get("episodes", 0)) > 0 and not _RESTORING.get():
@@ -212,16 +220,20 @@ class ATGRPO(Algorithm):
         # every learner holds the same weights (DDP): ask one, as LearnerGroup.get_state does
         weights = next(iter(lg.foreach_learner(_learner_sync_weights, **_rllib.one_remote_learner(lg)))).get()
         pipeline = getattr(self, "_pipeline", None)  # asynchronous: the workers take them between batches
-        self.rollout_workers.sync_weights(weights, wait=pipeline is None or not pipeline.asynchronous)
+        self.rollout_workers.sync_weights(weights, wait=pipeline is None or pipeline.wait_for_weights)
         return time.perf_counter() - t0
 
     # -- one iteration -----------------------------------------------------------------------------
+    def _seeds(self) -> Any:
+        """The run's :class:`~.rollout_worker.TrainSeeds` (the seed of its ``n``-th training env)."""
+        from .rollout_worker import TrainSeeds
+
+        pool = self.config.train_task_pool
+        return TrainSeeds(int(self.config.seed or 0), None if not pool else int(pool))
+
     def _train_seeds(self, iteration: int) -> list[int]:
-        cfg = self.config
-        n = int(cfg.envs_per_iteration)
-        if cfg.train_task_pool:
-            return [(iteration * n + j) % int(cfg.train_task_pool) for j in range(n)]
-        return [int(cfg.seed or 0) * 1_000_000 + iteration * n + j for j in range(n)]
+        n, seeds = int(self.config.envs_per_iteration), self._seeds()
+        return [seeds(iteration * n + j) for j in range(n)]
 
     def _sampling_seed(self, iteration: int, salt: int = 0) -> int:
         return (int(self.config.seed or 0) * 1_000_003 + iteration * 10_007 + salt) % (2**31 - 1)
@@ -247,6 +259,14 @@ class ATGRPO(Algorithm):
         return self.rollout_workers.submit(self._train_seeds(iteration), sampling_seed=self._sampling_seed(iteration),
                                            split="train", mode=cfg.sampling_mode, k=int(cfg.k),
                                            background=self._pipeline.asynchronous)
+
+    def _start_stream(self, first: int) -> Any:
+        """Streaming: the workers play the training envs from the ``first``-th on (``pipeline.StreamPipeline``)."""
+        cfg = self.config
+        n, queue_size = int(cfg.envs_per_iteration), cfg.stream_queue_size or max(1, int(cfg.num_rollout_actors))
+        return self.rollout_workers.start_stream(
+            first=first, seeds=self._seeds(), slots=n, queue_size=int(queue_size),
+            sampling_seed=self._sampling_seed(first // n), mode=cfg.sampling_mode, k=int(cfg.k))
 
     def _sample_trees(self) -> dict[str, Any]:
         """The iteration's env seeds played by the rollout workers (submitted ahead with ``max_staleness`` > 0:

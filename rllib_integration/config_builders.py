@@ -268,6 +268,10 @@ class ConfigBuilders:
         master_weights: bool = NOT_PROVIDED,
         flip_advantages: bool = NOT_PROVIDED,
         max_staleness: int = NOT_PROVIDED,
+        streaming: bool = NOT_PROVIDED,
+        stream_min_samples: Optional[int] = NOT_PROVIDED,
+        stream_timeout_s: float = NOT_PROVIDED,
+        stream_queue_size: Optional[int] = NOT_PROVIDED,
         warm_start: Mapping[str, Any] = NOT_PROVIDED,
         **rllib_kwargs: Any,
     ) -> Self:
@@ -337,6 +341,21 @@ class ConfigBuilders:
                 versions older than the learner is dropped (`async/dropped_stale`); the loss uses the log-probs
                 it was sampled with. 0: synchronous (sample, then update) (YAML ``training.max_staleness``;
                 default ``0``).
+            streaming: streaming episodes: the rollout workers play training envs without a break (continuous
+                batching: an env's slot is refilled as soon as its rollout ends) and hand each finished env,
+                with all its groups, to a bounded queue; the learner takes a batch of whole envs once it has
+                `stream_min_samples` samples (or after `stream_timeout_s`). Needs `max_staleness` >= 1 (older
+                samples are dropped) and `env_idx` in `group_by` (a group never spans two envs). false: batches
+                of `rollout.envs_per_iteration` envs (YAML ``training.streaming``; default ``False``).
+            stream_min_samples: `streaming`: a batch is whole finished envs until it holds this many samples
+                (null: `rollout.envs_per_iteration` envs) (YAML ``training.stream_min_samples``; default
+                ``None``).
+            stream_timeout_s: `streaming`: seconds the learner waits for a full batch before it takes the
+                finished envs there are (at least one) (YAML ``training.stream_timeout_s``; default ``60``).
+            stream_queue_size: `streaming`: finished envs the queue holds; a worker whose env finishes while it
+                is full waits (backpressure). What waits in the queue (and in the workers' slots) ages while the
+                learner updates, so a larger queue means staler samples when generation outpaces the learner
+                (null: one per rollout worker) (YAML ``training.stream_queue_size``; default ``None``).
             warm_start: The ``warm_start`` section as a mapping (keys left out keep their value): ``episodes``
                 (demonstration episodes (train seeds `seed*100003 + i`); 0: no warm start, default ``0``);
                 ``epochs`` (passes over the demonstrations, default ``30``); ``lr`` (AdamW learning rate of the
@@ -368,6 +387,10 @@ class ConfigBuilders:
             'master_weights': master_weights,
             'flip_advantages': flip_advantages,
             'max_staleness': max_staleness,
+            'streaming': streaming,
+            'stream_min_samples': stream_min_samples,
+            'stream_timeout_s': stream_timeout_s,
+            'stream_queue_size': stream_queue_size,
             'warm_start': warm_start,
         }, rllib_kwargs)
 

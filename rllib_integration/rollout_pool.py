@@ -17,7 +17,7 @@ import logging
 import threading
 from typing import Any, Mapping, Optional, Sequence
 
-from .rollout_worker import RolloutWorker, WorkerSpec
+from .rollout_worker import RolloutWorker, TrainSeeds, WorkerSpec
 from .settings import default_of
 
 __all__ = ["RolloutWorkerPool", "SampleJob"]
@@ -61,6 +61,10 @@ class RolloutWorkerPool:
         self._local_pending: Optional[tuple[Mapping[str, Mapping[str, Any]], int]] = None
         self.local: Optional[RolloutWorker] = None
         self.actors: list = []
+        self.stream_queue: Any = None  # the bounded queue of a running stream (start_stream)
+        self._stream_kwargs: dict[str, Any] = {}  # its start_stream keywords (a restarted actor resumes with them)
+        #: streaming: worker index -> env_idx of the last env the learner took from it (where a restarted one resumes)
+        self.stream_taken: dict[int, int] = {}
         if self.num_workers == 0:
             self.local = RolloutWorker(spec, 0)
         else:
@@ -156,6 +160,10 @@ class RolloutWorkerPool:
         self.actors[i] = self._start(i)
         if self._weights_ref is not None:
             ray.get(self.actors[i].set_weights.remote(self._weights_ref, self._version))
+        if self.stream_queue is not None:  # it resumes its share of the stream after the last env taken from it
+            last = self.stream_taken.get(i + 1)
+            ray.get(self._start_actor_stream(i, self._stream_kwargs["first"] + i if last is None
+                                             else last + len(self.actors)))
 
     def _get_or_restart(self, i: int, actor: Any, ref: Any) -> tuple[bool, Any]:
         """``(True, ray.get(ref))`` of a call made on ``actor`` (worker ``i``), or ``(False, None)`` when it
@@ -247,7 +255,80 @@ class RolloutWorkerPool:
         if job is not None:
             job.exception()  # waits; its result stays in the future for collect()
 
+    def start_stream(self, *, first: int, seeds: TrainSeeds, slots: int, queue_size: int, sampling_seed: int,
+                     mode: str = default_of("sampling.mode"), k: int = default_of("sampling.k")) -> Any:
+        """Streaming (:meth:`RolloutWorker.start_stream`): worker ``w`` of ``n`` plays the training envs
+        ``first + w, first + w + n, ...``, ``ceil(slots / n)`` at a time, and puts each finished env into one
+        bounded queue of ``queue_size`` envs (a ``queue.Queue`` for the in-process worker, a
+        ``ray.util.queue.Queue`` actor for Ray actors), which is returned; take from it with ``get(timeout=)``."""
+        self.stop_stream()
+        workers: list[Any] = [self.local] if self.local is not None else list(self.actors)
+        n = len(workers)
+        per = -(-int(slots) // n)
+        if self.local is not None:
+            import queue
+
+            self.stream_queue = queue.Queue(maxsize=int(queue_size))
+            self.local.start_stream(self.stream_queue, first=first, stride=1, seeds=seeds, slots=per,
+                                    sampling_seed=sampling_seed, mode=mode, k=k)
+            return self.stream_queue
+        import ray
+        from ray.util.queue import Queue
+
+        self.stream_queue = Queue(maxsize=int(queue_size), actor_options={"num_cpus": 0})
+        self._stream_kwargs = dict(first=first, seeds=seeds, slots=per, sampling_seed=sampling_seed, mode=mode, k=k)
+        ray.get([self._start_actor_stream(w, first + w) for w in range(n)])
+        return self.stream_queue
+
+    def _start_actor_stream(self, w: int, first: int) -> Any:
+        kw = self._stream_kwargs
+        return self.actors[w].start_stream.remote(
+            self.stream_queue, first=first, stride=len(self.actors), seeds=kw["seeds"], slots=kw["slots"],
+            sampling_seed=kw["sampling_seed"] + 7_919 * w, mode=kw["mode"], k=kw["k"])
+
+    def restart_dead_streams(self, timeout_s: float = 30.0) -> int:
+        """Streaming with rollout actors: restart those that died (the same restart budget as batches, with the
+        latest weights), each resuming its share of the stream after the last env of it the learner took
+        (:attr:`stream_taken`: the envs after it that it was playing are played again; one before it still
+        playing is skipped). Returns how many were restarted. A death found by a weight push restarts it the same
+        way (:meth:`_restart`)."""
+        if self.stream_queue is None or self.local is not None:
+            return 0
+        import ray
+        from ray.exceptions import GetTimeoutError, RayActorError
+
+        restarted = 0
+        for w, actor in enumerate(self.actors):
+            try:
+                ray.get(actor.ping.remote(), timeout=timeout_s)
+            except GetTimeoutError:
+                continue  # alive but busy
+            except RayActorError as e:
+                self._restart(w, e)
+                restarted += 1
+        return restarted
+
+    def stop_stream(self) -> None:
+        """Stop the workers' streams (each after its current round) and drop their queue."""
+        if self.stream_queue is None:
+            return
+        if self.local is not None:
+            self.local.stop_stream()
+        else:
+            import ray
+            from ray.exceptions import RayActorError
+
+            for a in self.actors:
+                try:
+                    ray.get(a.stop_stream.remote())
+                except RayActorError:
+                    pass
+            self.stream_queue.shutdown(force=True)
+        self.stream_queue = None
+        self.stream_taken.clear()
+
     def stop(self) -> None:
+        self.stop_stream()
         if self._executor is not None:
             self._executor.shutdown(wait=True, cancel_futures=True)
             self._executor = None

@@ -11,10 +11,14 @@ episode summaries and timings (generation, env stepping, sandbox).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import itertools
 import logging
+import queue as queue_mod
 import threading
 import time
+import traceback
 from typing import Any, Mapping, Optional, Sequence
 
 from .core.backends.base import Completion, GenerationBackend, GenerationRequest, SamplingParams
@@ -32,7 +36,7 @@ def _writable(v: Any) -> Any:
     a = np.asarray(v)
     return a if a.flags.writeable else a.copy()
 
-__all__ = ["RolloutWorker", "WorkerSpec", "SANDBOX_KINDS", "backend_options", "with_sandbox"]
+__all__ = ["RolloutWorker", "WorkerSpec", "TrainSeeds", "SANDBOX_KINDS", "backend_options", "with_sandbox"]
 
 logger = logging.getLogger(__name__)
 
@@ -89,6 +93,18 @@ class WorkerSpec:
                    device=cfg.model_device or ("cuda" if float(cfg.num_gpus_per_rollout_worker) > 0 else "cpu"),
                    torch_threads=int(cfg.torch_threads), seed=int(cfg.seed or 0), step_workers=cfg.step_workers,
                    progress=bool(cfg.progress_bars), backend_options=backend_options(cfg))
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainSeeds:
+    """The env seed of the ``n``-th training env of a run (iteration ``i``'s ``j``-th env is ``n = i * envs + j``):
+    fresh problems ``seed * 1e6 + n``, or with ``rollout.train_task_pool: N`` the seeds ``0..N-1`` in turn."""
+
+    seed: int = default_of("training.seed")
+    pool: Optional[int] = default_of("rollout.train_task_pool")
+
+    def __call__(self, n: int) -> int:
+        return n % self.pool if self.pool else self.seed * 1_000_000 + n
 
 
 def backend_options(cfg: Any) -> dict[str, Any]:
@@ -201,13 +217,36 @@ class RolloutWorker:
         self.backend = _TimedBackend(make_backend(spec.policy_specs, backend=spec.backend, device=spec.device,
                                                  options=spec.backend_options),
                                      spec.temperatures, spec.top_ps)
-        self._envs: dict[str, list] = {"train": [], "eval": []}
+        self._envs: dict[str, list] = {"train": [], "eval": [], "stream": []}
         self.weights_version = -1
+        # streaming (start_stream): its thread and stop flag; weights pushed meanwhile wait in _pending until a
+        # round starts (_round); _backend_lock keeps the stream's rounds and sample() (evaluation) apart
+        self._backend_lock = threading.Lock()
+        self._pending_lock = threading.Lock()
+        self._pending: Optional[tuple[Mapping[str, Mapping[str, Any]], int]] = None
+        self._stream_thread: Optional[threading.Thread] = None
+        self._stream_stop = threading.Event()
+        self._stream_stats = {"rounds": 0, "emitted": 0}
+        self._stream_gen_s = 0.0  # generation time of the stream since its last finished env
 
     def ping(self) -> int:
         return self.worker_index
 
     def set_weights(self, weights: Mapping[str, Mapping[str, Any]], version: int = 0) -> int:
+        """Load the learner's weights (``version``); while a stream runs, before its next round."""
+        with self._pending_lock:
+            if self.streaming():
+                self._pending = (weights, version)
+                return version
+        return self._load_weights(weights, version)
+
+    def _apply_pending(self) -> None:
+        with self._pending_lock:
+            pending, self._pending = self._pending, None
+        if pending is not None:
+            self._load_weights(*pending)
+
+    def _load_weights(self, weights: Mapping[str, Mapping[str, Any]], version: int) -> int:
         import torch
 
         from .core.tensor_codec import decode
@@ -219,8 +258,8 @@ class RolloutWorker:
         self.weights_version = version
         return version
 
-    def _env_list(self, split: str, n: int) -> list:
-        envs = self._envs[split]
+    def _env_list(self, split: str, n: int, key: Optional[str] = None) -> list:
+        envs = self._envs[key or split]
         cfg = dict(self.spec.env_config)
         if split == "eval":
             cfg.update(self.spec.eval_env_config)
@@ -265,8 +304,25 @@ class RolloutWorker:
     def sample(self, seeds: Sequence[int], *, sampling_seed: int, env_offset: int = 0, split: str = "train",
                mode: str = default_of("sampling.mode"), k: int = default_of("sampling.k"),
                temperature: Optional[float] = None) -> dict[str, Any]:
-        """Play one env per seed to the end; return samples, episodes and timings."""
-        from .core.rollout import GroupKey, RolloutSampler
+        """Play one env per seed to the end; return samples, episodes and timings (beside a running stream:
+        between two of its rounds, with the newest weights)."""
+        with self._backend_lock:
+            self._apply_pending()
+            return self._sample(seeds, sampling_seed=sampling_seed, env_offset=env_offset, split=split, mode=mode, k=k,
+                                temperature=temperature)
+
+    def _sampler(self, sampling_seed: int, k: int) -> Any:
+        from .core.rollout import RolloutSampler
+
+        params = SamplingParams(temperature=1.0, top_p=self.spec.top_p, max_new_tokens=self.spec.max_new_tokens,
+                                stop=self.spec.stop, seed=int(sampling_seed))
+        mapping = dict(self.spec.policy_mapping)
+        return RolloutSampler(self.backend, lambda agent: mapping[agent], params, k=k, chat=self.spec.chat,
+                              system_prompt=self.spec.system_prompt, step_workers=self.spec.step_workers)
+
+    def _sample(self, seeds: Sequence[int], *, sampling_seed: int, env_offset: int, split: str, mode: str, k: int,
+                temperature: Optional[float]) -> dict[str, Any]:
+        from .core.rollout import GroupKey
 
         t0 = time.perf_counter()
         envs = self._env_list(split, len(seeds))
@@ -274,11 +330,7 @@ class RolloutWorker:
             getattr(env, "unwrapped", env)._llm_marl_sandbox_s = 0.0
         self.backend.gen_s, self.backend.tokens, self.backend.calls = 0.0, 0, 0
         self.backend.override_temperature = temperature
-        params = SamplingParams(temperature=1.0, top_p=self.spec.top_p, max_new_tokens=self.spec.max_new_tokens,
-                                stop=self.spec.stop, seed=int(sampling_seed))
-        mapping = dict(self.spec.policy_mapping)
-        sampler = RolloutSampler(self.backend, lambda agent: mapping[agent], params, k=k, chat=self.spec.chat,
-                                 system_prompt=self.spec.system_prompt, step_workers=self.spec.step_workers)
+        sampler = self._sampler(sampling_seed, k)
         bar = self._progress_bar(split, envs) if self.spec.progress else None
         self.backend.on_call = None if bar is None else bar.update
         try:
@@ -308,3 +360,91 @@ class RolloutWorker:
                 "timings": {"rollout_s": total, "generate_s": self.backend.gen_s, "sandbox_s": sandbox,
                             "env_s": max(0.0, total - self.backend.gen_s - sandbox),
                             "tokens": self.backend.tokens, "generate_calls": self.backend.calls}}
+
+    # -- streaming (training.streaming) -------------------------------------------------------------------
+    def streaming(self) -> bool:
+        """Whether a stream (:meth:`start_stream`) is running."""
+        return self._stream_thread is not None and self._stream_thread.is_alive()
+
+    def start_stream(self, out: Any, *, first: int, stride: int, seeds: TrainSeeds, slots: int, sampling_seed: int,
+                     mode: str = default_of("sampling.mode"), k: int = default_of("sampling.k")) -> int:
+        """Play training envs ``first, first + stride, ...`` (the ``n``-th with seed ``seeds(n)`` and ``env_idx``
+        ``n``), ``slots`` at once with continuous batching (:meth:`~.core.rollout.RolloutSampler.stream`), in a
+        thread, until :meth:`stop_stream`; put each finished env, whole, into ``out`` (a bounded ``queue.Queue``
+        or ``ray.util.queue.Queue``): a full queue blocks the thread, so the worker pauses (backpressure).
+        Returns at once (a Ray actor stays free for weight pushes and evaluation)."""
+        self.stop_stream()
+        self._stream_stop = threading.Event()
+        self._stream_stats = {"rounds": 0, "emitted": 0}
+        self._stream_thread = threading.Thread(
+            target=self._stream_loop, name="llm-marl-stream", daemon=True,
+            args=(out, self._stream_stop, int(first), int(stride), seeds, int(slots), int(sampling_seed), mode, int(k)))
+        self._stream_thread.start()
+        return self.worker_index
+
+    def stop_stream(self) -> dict[str, int]:
+        """Stop the stream (after its current round) and wait for its thread; returns its counts."""
+        self._stream_stop.set()
+        if self._stream_thread is not None:
+            self._stream_thread.join()
+            self._stream_thread = None
+        self._apply_pending()
+        return self.stream_stats()
+
+    def stream_stats(self) -> dict[str, int]:
+        """The running stream's rounds (``generate`` calls) and finished envs put into its queue so far."""
+        return {**self._stream_stats, "weights_version": self.weights_version}
+
+    @contextlib.contextmanager
+    def _round(self) -> Any:
+        """One round of the stream: the newest weights pushed, the backend kept from :meth:`sample`."""
+        with self._backend_lock:
+            self._apply_pending()
+            self.backend.override_temperature = None
+            g0 = self.backend.gen_s
+            yield self.weights_version
+            self._stream_gen_s += self.backend.gen_s - g0
+            self._stream_stats["rounds"] += 1
+
+    def _stream_loop(self, out: Any, stop: threading.Event, first: int, stride: int, seeds: TrainSeeds, slots: int,
+                     sampling_seed: int, mode: str, k: int) -> None:
+        envs = self._env_list("train", slots, key="stream")
+        positions = itertools.count(first, stride)
+
+        def next_env(slot: int) -> Optional[tuple[int, Any]]:
+            if stop.is_set():
+                return None
+            n = next(positions)
+            envs[slot].reset(seed=seeds(n))
+            return n, envs[slot]
+
+        self._stream_gen_s = 0.0
+        t0 = time.perf_counter()
+        try:
+            for fin in self._sampler(sampling_seed, k).stream(next_env, slots, mode=mode, round_guard=self._round):
+                # the time since the previous finished env: its share of the worker's rounds
+                now = time.perf_counter()
+                gen, self._stream_gen_s = self._stream_gen_s, 0.0
+                tokens = sum(len(s.completion_token_ids) for s in fin.samples)
+                part = {"samples": fin.samples, "episodes": fin.episodes, "worker_index": self.worker_index,
+                        "weights_version": min((s.policy_version for s in fin.samples), default=self.weights_version),
+                        "timings": {"rollout_s": now - t0, "generate_s": gen, "sandbox_s": 0.0,
+                                    "env_s": max(0.0, now - t0 - gen), "tokens": tokens, "generate_calls": 0}}
+                t0 = now
+                if not _put(out, part, stop):
+                    return
+                self._stream_stats["emitted"] += 1
+        except BaseException as e:  # the driver raises it when it takes from the queue
+            _put(out, {"error": f"rollout worker {self.worker_index}: {type(e).__name__}: {e}",
+                       "traceback": traceback.format_exc()}, stop)
+
+
+def _put(out: Any, item: Any, stop: threading.Event, poll_s: float = 1.0) -> bool:
+    """Put ``item`` into the bounded queue ``out``, waiting while it is full; False if ``stop`` came first."""
+    while not stop.is_set():
+        try:
+            out.put(item, timeout=poll_s)
+            return True
+        except queue_mod.Full:  # ray.util.queue.Full is one too
+            continue
+    return False

@@ -54,17 +54,18 @@ samples of the K episodes of env ``e`` at (turn, agent) share the key
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, NamedTuple, Optional, Sequence
+from typing import Any, Callable, ContextManager, Iterator, Mapping, NamedTuple, Optional, Sequence
 
 import numpy as np
 
 from .backends.base import GenerationBackend, GenerationRequest, SamplingParams
 
-__all__ = ["GroupKey", "Sample", "EpisodeSummary", "RolloutSampler", "group_ids", "episode_over"]
+__all__ = ["GroupKey", "Sample", "EpisodeSummary", "FinishedEnv", "RolloutSampler", "group_ids", "episode_over"]
 
 
 class GroupKey(NamedTuple):
@@ -262,16 +263,15 @@ class RolloutSampler:
         """
         self._reset(envs, seeds)
         samples: list[Sample] = []
-        steps = [0] * len(envs)
-        totals = [0.0] * len(envs)
+        run = _Rounds(self, len(envs))
         active = [i for i, env in enumerate(envs) if not episode_over(env)]
-        pools: list = []
         try:
-            self._tree_rounds(envs, active, pools, samples, steps, totals)
+            run.start(len(active))
+            while active:
+                active = self._tree_round(envs, range(len(envs)), active, run, lambda _i, s: samples.append(s))
         finally:
-            for pool in pools:
-                pool.shutdown(wait=True, cancel_futures=True)
-        self.last_episodes = [self._summary(env, i, 0, steps[i], totals[i]) for i, env in enumerate(envs)]
+            run.close()
+        self.last_episodes = [self._summary(env, i, 0, run.steps[i], run.totals[i]) for i, env in enumerate(envs)]
         return samples
 
     def _step_candidate(self, env: Any, snap: Any, text: str, agent: str, turn_before: int) -> tuple:
@@ -280,74 +280,70 @@ class RolloutSampler:
         env.step(text)
         return (*self._outcome(env, agent, turn_before), env.snapshot())
 
-    def _tree_rounds(self, envs, active, pools, samples, steps, totals) -> None:
-        """The rounds of :meth:`collect_tree`. With a ``pool``, the candidates of (env i, candidate c)
-        are stepped on ``clones[(i, c)]`` (a deep copy of env i, made by this thread on first use);
-        only that round's task touches it, and the originals are not changed while tasks run."""
-        clones: dict[tuple[int, int], Any] = {}
-        if self._auto_workers:
-            decide = True
-        else:
-            decide = False
-            if self.step_workers > 1 and len(active) * self.k > 1:
+    def _tree_round(self, envs: Sequence[Any], ids: Sequence[int], active: list[int], run: "_Rounds",
+                    add: Callable[[int, Sample], None]) -> list[int]:
+        """One round of tree sampling over the envs ``active`` (indices into ``envs``; env ``i``'s group keys
+        carry ``ids[i]``): K candidates each, stepped, recorded with ``add(i, sample)``, the best continued.
+        Returns the envs still playing. With a pool (``run.pools``), the candidates of (env i, candidate c)
+        are stepped on ``run.clones[(i, c)]`` (a deep copy of env i, made by this thread on first use); only
+        that round's task touches it, and the originals are not changed while tasks run."""
+        snaps, reqs, meta = [], [], []
+        for i in active:
+            env = envs[i]
+            agent = env.agent_selection
+            prompt = env.observe(agent)["prompt"]
+            pid = self.policy_for(agent)
+            snaps.append(env.snapshot())
+            reqs.append(self.request(pid, prompt))
+            meta.append((i, agent, pid, prompt, int(getattr(env, "turn", run.steps[i]))))
+        outs = self.backend.generate(reqs, self._params(self.k))
+        first = None
+        pools, clones = run.pools, run.clones
+        if run.decide and self.step_workers > 1:
+            # auto (step_workers=None): time the round's first candidate on its env; go concurrent
+            # only if a step is slow enough (it waits on a sandbox) to pay for threads and copies.
+            run.decide = False
+            i, agent, turn_before = meta[0][0], meta[0][1], meta[0][4]
+            t0 = time.perf_counter()
+            first = self._step_candidate(envs[i], snaps[0], outs[0][0].text, agent, turn_before)
+            if time.perf_counter() - t0 >= AUTO_STEP_THRESHOLD_S and run.width * self.k > 1:
                 pools.append(ThreadPoolExecutor(self.step_workers, thread_name_prefix="llm-marl-step"))
-        while active:
-            snaps, reqs, meta = [], [], []
-            for i in active:
-                env = envs[i]
-                agent = env.agent_selection
-                prompt = env.observe(agent)["prompt"]
-                pid = self.policy_for(agent)
-                snaps.append(env.snapshot())
-                reqs.append(self.request(pid, prompt))
-                meta.append((i, agent, pid, prompt, int(getattr(env, "turn", steps[i]))))
-            outs = self.backend.generate(reqs, self._params(self.k))
-            first = None
-            if decide and self.step_workers > 1:
-                # auto (step_workers=None): time the round's first candidate on its env; go concurrent
-                # only if a step is slow enough (it waits on a sandbox) to pay for threads and copies.
-                decide = False
-                i, agent, turn_before = meta[0][0], meta[0][1], meta[0][4]
-                t0 = time.perf_counter()
-                first = self._step_candidate(envs[i], snaps[0], outs[0][0].text, agent, turn_before)
-                if time.perf_counter() - t0 >= AUTO_STEP_THRESHOLD_S and len(active) * self.k > 1:
-                    pools.append(ThreadPoolExecutor(self.step_workers, thread_name_prefix="llm-marl-step"))
-            if not pools:
-                stepped = [[first if first is not None and j == 0 and c == 0 else
-                            self._step_candidate(envs[m[0]], snap, comp.text, m[1], m[4])
-                            for c, comp in enumerate(comps)]
-                           for j, (snap, comps, m) in enumerate(zip(snaps, outs, meta, strict=True))]
-            else:
-                futs = []
-                for j, (snap, comps, (i, agent, _, _, turn_before)) in enumerate(zip(snaps, outs, meta, strict=True)):
-                    fs = []
-                    for c, comp in enumerate(comps):
-                        if first is not None and j == 0 and c == 0:
-                            fs.append(_Done(first))
-                            continue
-                        clone = clones.get((i, c))
-                        if clone is None:  # made here, before any task of this round reads env i
-                            clone = clones[(i, c)] = copy.deepcopy(envs[i])
-                        fs.append(pools[0].submit(self._step_candidate, clone, snap, comp.text, agent, turn_before))
-                    futs.append(fs)
-                stepped = [[f.result() for f in fs] for fs in futs]
-            still = []
-            for comps, results, (i, agent, pid, prompt, _turn_before) in zip(outs, stepped, meta, strict=True):
-                env = envs[i]
-                rewards, post, rows = [], [], []
-                for comp, (reward, turn, task_id, valid, parts, after) in zip(comps, results, strict=True):
-                    rewards.append(reward)
-                    post.append(after)
-                    rows.append((comp, reward, GroupKey(task_id, i, turn, agent), valid, parts))
-                best = int(np.argmax(rewards))  # first maximum: ties go to the lowest index
-                for c, (comp, reward, key, valid, parts) in enumerate(rows):
-                    samples.append(self._sample(prompt, comp, reward, key, pid, agent, valid, c, c == best, parts))
-                env.restore(post[best])
-                steps[i] += 1
-                totals[i] += rewards[best]
-                if not episode_over(env) and steps[i] < self.max_steps:
-                    still.append(i)
-            active = still
+        if not pools:
+            stepped = [[first if first is not None and j == 0 and c == 0 else
+                        self._step_candidate(envs[m[0]], snap, comp.text, m[1], m[4])
+                        for c, comp in enumerate(comps)]
+                       for j, (snap, comps, m) in enumerate(zip(snaps, outs, meta, strict=True))]
+        else:
+            futs = []
+            for j, (snap, comps, (i, agent, _, _, turn_before)) in enumerate(zip(snaps, outs, meta, strict=True)):
+                fs: list[Any] = []
+                for c, comp in enumerate(comps):
+                    if first is not None and j == 0 and c == 0:
+                        fs.append(_Done(first))
+                        continue
+                    clone = clones.get((i, c))
+                    if clone is None:  # made here, before any task of this round reads env i
+                        clone = clones[(i, c)] = copy.deepcopy(envs[i])
+                    fs.append(pools[0].submit(self._step_candidate, clone, snap, comp.text, agent, turn_before))
+                futs.append(fs)
+            stepped = [[f.result() for f in fs] for fs in futs]
+        still = []
+        for comps, results, (i, agent, pid, prompt, _turn_before) in zip(outs, stepped, meta, strict=True):
+            env = envs[i]
+            rewards, post, rows = [], [], []
+            for comp, (reward, turn, task_id, valid, parts, after) in zip(comps, results, strict=True):
+                rewards.append(reward)
+                post.append(after)
+                rows.append((comp, reward, GroupKey(task_id, ids[i], turn, agent), valid, parts))
+            best = int(np.argmax(rewards))  # first maximum: ties go to the lowest index
+            for c, (comp, reward, key, valid, parts) in enumerate(rows):
+                add(i, self._sample(prompt, comp, reward, key, pid, agent, valid, c, c == best, parts))
+            env.restore(post[best])
+            run.steps[i] += 1
+            run.totals[i] += rewards[best]
+            if not episode_over(env) and run.steps[i] < self.max_steps:
+                still.append(i)
+        return still
 
     # ------------------------------------------------------------------ parallel mode
     def collect_parallel(self, envs: Sequence[Any], seeds: Optional[Sequence[int]] = None) -> list[Sample]:
@@ -355,31 +351,148 @@ class RolloutSampler:
         self._reset(envs, seeds)
         copies = [(i, e, copy.deepcopy(envs[i])) for i in range(len(envs)) for e in range(self.k)]
         samples: list[Sample] = []
-        steps = [0] * len(copies)
-        totals = [0.0] * len(copies)
+        run = _Rounds(self, len(copies))
         active = [j for j, (_, _, env) in enumerate(copies) if not episode_over(env)]
         while active:
-            reqs, meta = [], []
-            for j in active:
-                i, e, env = copies[j]
-                agent = env.agent_selection
-                prompt = env.observe(agent)["prompt"]
-                pid = self.policy_for(agent)
-                reqs.append(self.request(pid, prompt))
-                meta.append((j, agent, pid, prompt, int(getattr(env, "turn", steps[j]))))
-            outs = self.backend.generate(reqs, self._params(1))
-            still = []
-            for comps, (j, agent, pid, prompt, turn_before) in zip(outs, meta, strict=True):
-                i, e, env = copies[j]
-                comp = comps[0]
-                env.step(comp.text)
-                reward, turn, task_id, valid, parts = self._outcome(env, agent, turn_before)
-                samples.append(self._sample(prompt, comp, reward, GroupKey(task_id, i, turn, agent), pid, agent,
-                                            valid, e, True, parts))
-                steps[j] += 1
-                totals[j] += reward
-                if not episode_over(env) and steps[j] < self.max_steps:
-                    still.append(j)
-            active = still
-        self.last_episodes = [self._summary(env, i, e, steps[j], totals[j]) for j, (i, e, env) in enumerate(copies)]
+            active = self._parallel_round(copies, range(len(envs)), active, run, lambda _i, s: samples.append(s))
+        self.last_episodes = [self._summary(env, i, e, run.steps[j], run.totals[j])
+                              for j, (i, e, env) in enumerate(copies)]
         return samples
+
+    def _parallel_round(self, copies: Sequence[tuple[int, int, Any]], ids: Sequence[int], active: list[int],
+                        run: "_Rounds", add: Callable[[int, Sample], None]) -> list[int]:
+        """One step of every episode ``active`` (indices into ``copies``: (env i, episode e, its copy); the group
+        keys carry ``ids[i]``), recorded with ``add(i, sample)``. Returns the episodes still playing."""
+        reqs, meta = [], []
+        for j in active:
+            i, e, env = copies[j]
+            agent = env.agent_selection
+            prompt = env.observe(agent)["prompt"]
+            pid = self.policy_for(agent)
+            reqs.append(self.request(pid, prompt))
+            meta.append((j, agent, pid, prompt, int(getattr(env, "turn", run.steps[j]))))
+        outs = self.backend.generate(reqs, self._params(1))
+        still = []
+        for comps, (j, agent, pid, prompt, turn_before) in zip(outs, meta, strict=True):
+            i, e, env = copies[j]
+            comp = comps[0]
+            env.step(comp.text)
+            reward, turn, task_id, valid, parts = self._outcome(env, agent, turn_before)
+            add(i, self._sample(prompt, comp, reward, GroupKey(task_id, ids[i], turn, agent), pid, agent,
+                                valid, e, True, parts))
+            run.steps[j] += 1
+            run.totals[j] += reward
+            if not episode_over(env) and run.steps[j] < self.max_steps:
+                still.append(j)
+        return still
+
+    # ------------------------------------------------------------------ streaming (continuous batching)
+    def stream(self, next_env: Callable[[int], Optional[tuple[int, Any]]], slots: int, *, mode: str,
+               round_guard: Optional[Callable[[], ContextManager[int]]] = None) -> Iterator[FinishedEnv]:
+        """Continuous batching (``mode``: ``tree`` or ``parallel``): ``slots`` envs play at once, and an env's
+        slot is refilled as soon as its rollout ends, so a ``generate`` call never waits for the slowest env of a
+        batch. Yields each env's
+        :class:`FinishedEnv` (every sample of its rollout, so every group of it: tree mode, its K candidates
+        of each (turn, agent); parallel mode, its K episodes) when the env is done.
+
+        ``next_env(slot)`` gives the next env for a slot, reset, with the ``env_idx`` its group keys carry
+        (unique in the stream), or None when there is none. ``round_guard()`` is entered around each round
+        (one ``generate`` call and the steps); its value is the policy version stamped on the round's samples
+        (``Sample.policy_version``; a rollout worker swaps weights there). The rounds run between the
+        yields: a consumer that stops taking pauses the stream."""
+        if mode not in ("tree", "parallel"):
+            raise ValueError(f"mode must be 'tree' or 'parallel', got {mode!r}")
+        guard = round_guard or (lambda: contextlib.nullcontext(-1))
+        width = 1 if mode == "tree" else self.k  # units (envs or episodes) per slot
+        units: list[Any] = [None] * (slots * width)  # tree: the env; parallel: (slot, episode, its copy)
+        ids, got = [-1] * slots, [list[Sample]() for _ in range(slots)]
+        run = _Rounds(self, slots * width)
+        active: list[int] = []
+        ready: list[FinishedEnv] = []
+
+        def finished(slot: int) -> FinishedEnv:
+            js = range(slot * width, (slot + 1) * width)
+            eps = [self._summary(units[j] if width == 1 else units[j][2], ids[slot], j - slot * width,
+                                 run.steps[j], run.totals[j]) for j in js]
+            return FinishedEnv(ids[slot], got[slot], eps)
+
+        def fill(slot: int) -> None:
+            while (nxt := next_env(slot)) is not None:
+                ids[slot], env = nxt
+                got[slot] = []
+                run.forget(slot)
+                js = range(slot * width, (slot + 1) * width)
+                for j in js:
+                    units[j] = env if width == 1 else (slot, j - slot * width, copy.deepcopy(env))
+                    run.steps[j], run.totals[j] = 0, 0.0
+                live = [j for j in js if not episode_over(env)]
+                if live:
+                    active.extend(live)
+                    return
+                ready.append(finished(slot))  # over at reset: nothing to sample
+
+        try:
+            for slot in range(slots):
+                fill(slot)
+            if width == 1:
+                run.start(len(active))
+            while active or ready:
+                while ready:
+                    yield ready.pop(0)
+                if not active:
+                    break
+                with guard() as version:
+                    def add(slot: int, s: Sample, v: int = version) -> None:
+                        s.policy_version = v
+                        got[slot].append(s)
+
+                    still = (self._tree_round(units, ids, active, run, add) if width == 1 else
+                             self._parallel_round(units, ids, active, run, add))
+                done = sorted({j // width for j in active} - {j // width for j in still})
+                active = still
+                for slot in done:
+                    ready.append(finished(slot))
+                    fill(slot)
+                active.sort()
+        finally:
+            run.close()
+
+
+@dataclass
+class FinishedEnv:
+    """One env's finished rollout in :meth:`RolloutSampler.stream`: all its samples (whole groups) and its
+    episode summaries (tree mode one, parallel mode K)."""
+
+    env_idx: int
+    samples: list[Sample]
+    episodes: list[EpisodeSummary]
+
+
+class _Rounds:
+    """The state of a sampler's rounds over ``n`` units (envs, or episodes in parallel mode): agent steps and
+    returns per unit, and (tree mode) the candidate-stepping thread pool and its env copies."""
+
+    def __init__(self, sampler: RolloutSampler, n: int):
+        self.sampler, self.n = sampler, n
+        self.steps, self.totals = [0] * n, [0.0] * n
+        self.pools: list[ThreadPoolExecutor] = []
+        self.clones: dict[tuple[int, int], Any] = {}
+        self.decide = False
+        self.width = 0  # envs sampled at once (the concurrency test of step_workers)
+
+    def start(self, width: int) -> None:
+        """Tree mode: with ``step_workers`` None decide at the first round; else a pool if it helps."""
+        s, self.width = self.sampler, width
+        if s._auto_workers:
+            self.decide = True
+        elif s.step_workers > 1 and width * s.k > 1:
+            self.pools.append(ThreadPoolExecutor(s.step_workers, thread_name_prefix="llm-marl-step"))
+
+    def forget(self, i: int) -> None:
+        """Env ``i``'s slot holds a new env: its copies go."""
+        for c in range(self.sampler.k):
+            self.clones.pop((i, c), None)
+
+    def close(self) -> None:
+        for pool in self.pools:
+            pool.shutdown(wait=True, cancel_futures=True)

@@ -295,6 +295,23 @@ class TrainingSettings(Section):
         "hold while the learner updates (1: one-step-off); a sample more than N policy versions older than the "
         "learner is dropped (`async/dropped_stale`); the loss uses the log-probs it was sampled with. 0: "
         "synchronous (sample, then update)", ge=0)
+    streaming: StrictBool = setting(
+        False, "streaming episodes: the rollout workers play training envs without a break (continuous batching: "
+        "an env's slot is refilled as soon as its rollout ends) and hand each finished env, with all its groups, "
+        "to a bounded queue; the learner takes a batch of whole envs once it has `stream_min_samples` samples "
+        "(or after `stream_timeout_s`). Needs `max_staleness` >= 1 (older samples are dropped) and `env_idx` in "
+        "`group_by` (a group never spans two envs). false: batches of `rollout.envs_per_iteration` envs")
+    stream_min_samples: Optional[StrictInt] = setting(
+        None, "`streaming`: a batch is whole finished envs until it holds this many samples (null: "
+        "`rollout.envs_per_iteration` envs)", ge=1)
+    stream_timeout_s: Number = setting(
+        60, "`streaming`: seconds the learner waits for a full batch before it takes the finished envs there are "
+        "(at least one)", gt=0)
+    stream_queue_size: Optional[StrictInt] = setting(
+        None, "`streaming`: finished envs the queue holds; a worker whose env finishes while it is full waits "
+        "(backpressure). What waits in the queue (and in the workers' slots) ages while the learner updates, so a "
+        "larger queue means staler samples when generation outpaces the learner (null: one per rollout worker)",
+        ge=1)
     seed: Optional[StrictInt] = setting(0, "seeds training problems, sampling, minibatch order (null: 0)", ge=0,
                                         builder="debugging", rllib=True)
 

@@ -51,6 +51,14 @@ def _cross_checks(full: Mapping[str, Any]) -> list[tuple[tuple, str]]:
         if not [f for f in train["group_by"] if f != "turn"]:
             out.append((("training", "group_by"), f"{est} groups episodes by the fields other than turn; give at "
                         "least one of task_id, env_idx, agent"))
+    if train["streaming"]:
+        if train["max_staleness"] < 1:
+            out.append((("training", "streaming"), "streaming needs training.max_staleness >= 1: the workers go on "
+                        "generating while the learner updates, so a batch's samples are at least one version old "
+                        "(set training.max_staleness: 1)"))
+        if "env_idx" not in train["group_by"]:
+            out.append((("training", "group_by"), "streaming hands over finished envs one by one, so a group must "
+                        "lie in one env: keep env_idx in training.group_by (or turn training.streaming off)"))
     if train["adv_norm"] != DEFAULT_ADV_NORM and est not in STD_ESTIMATORS:
         out.append((("training", "adv_norm"), f"{train['adv_norm']} rescales the std-normalised estimators "
                     f"{list(STD_ESTIMATORS)}, not {est} (dr_grpo and rloo only centre; reinforce_pp whitens per "

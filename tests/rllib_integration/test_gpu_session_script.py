@@ -87,8 +87,9 @@ def test_phase_commands_validate(phase, monkeypatch):
         elif argv[0] == "benchmarks/async_bench.py":
             bench = _bench("async_bench")
             args = bench.parse(argv[1:])
-            cfgs = [bench.run_config(args, s, check_paths=False) for s in args.staleness]
-            assert [c["training"]["max_staleness"] for c in cfgs] == args.staleness == [0, 1]
+            cfgs = bench.run_configs(args, check_paths=False)  # synchronous, one-step-off, streaming
+            assert [(c["training"]["max_staleness"], c["training"]["streaming"]) for c in cfgs] == [
+                (0, False), (1, False), (1, True)]
         elif argv[:2] == ["-m", "rllib_integration.cli"]:
             from rllib_integration.cli import _parser
             from rllib_integration.settings import load_config

@@ -6,7 +6,8 @@
 #   bash benchmarks/gpu_session.sh big       # issue 10: 1.7B-shaped ATGRPO, compiled layers, 3 iterations, resume
 #   bash benchmarks/gpu_session.sh learner   # issue 10: the 1.7B-shaped learner, several precision/memory schemes
 #   bash benchmarks/gpu_session.sh warm      # issue 14: SmolLM2 warm start + AT-GRPO, plan-path 4x4 and sudoku 4x4
-#   bash benchmarks/gpu_session.sh async     # issue 23: synchronous vs one-step-off vs streaming, SmolLM2 plan-path
+#   bash benchmarks/gpu_session.sh async     # issue 23: synchronous vs one-step-off, SmolLM2 plan-path
+#   bash benchmarks/gpu_session.sh stream    # issue 23: synchronous vs streaming (three SmolLM2 runs do not fit one call)
 # Everything goes to $OUT (default /tmp/gpu_out); numbers are copied into benchmarks/RESULTS.md by hand.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -60,8 +61,12 @@ case "$1" in
     done
     ;;
   async)
-    timeout 560 python benchmarks/async_bench.py configs/gpu/planpath_smollm2_warm.yaml --staleness 0 1 --streaming 1 \
+    timeout 560 python benchmarks/async_bench.py configs/gpu/planpath_smollm2_warm.yaml --staleness 0 1 --streaming \
       --iterations 5 --num-cpus 7 --set evaluation.interval=5 --out "$OUT/async" 2>&1 | tee "$OUT/async.log" | tail -n 6
     ;;
-  *) echo "usage: $0 smollm2|generate|big|learner|warm|async" >&2; exit 2 ;;
+  stream)
+    timeout 560 python benchmarks/async_bench.py configs/gpu/planpath_smollm2_warm.yaml --staleness 0 --streaming 1 \
+      --iterations 5 --num-cpus 7 --set evaluation.interval=5 --out "$OUT/stream" 2>&1 | tee "$OUT/stream.log" | tail -n 6
+    ;;
+  *) echo "usage: $0 smollm2|generate|big|learner|warm|async|stream" >&2; exit 2 ;;
 esac

@@ -137,10 +137,17 @@ def variant_config(variant: str, seed: int, iterations: int, sets: Sequence[str]
     return validate_config(apply_overrides(cfg, list(sets)), check_paths=False)
 
 
+#: ``--tokens 0``: no token budget, the trial's one evaluation comes after its ``--iterations``
+NO_BUDGET = 10**15
+
+
 def checkpoints(tokens: int, points: int) -> list[int]:
-    """The generated-token counts at which a trial is evaluated: ``points`` evenly up to the budget ``tokens``."""
-    if tokens < 1 or points < 1:
-        raise ValueError(f"the token budget and the number of evaluation points must be >= 1, got {tokens}, {points}")
+    """The generated-token counts at which a trial is evaluated: ``points`` evenly up to the budget ``tokens``
+    (0: no budget, one evaluation at the end of the trial's iterations)."""
+    if tokens == 0:
+        return [NO_BUDGET]
+    if tokens < 0 or points < 1:
+        raise ValueError(f"the token budget must be >= 0 and the evaluation points >= 1, got {tokens}, {points}")
     return [round(tokens * (i + 1) / points) for i in range(points)]
 
 
@@ -219,12 +226,12 @@ def mean_ci(xs: Sequence[float]) -> tuple[float, float]:
     return m, t * statistics.stdev(xs) / math.sqrt(len(xs))
 
 
-def _fmt(xs: Sequence[float]) -> str:
+def _fmt(xs: Sequence[float], signed: bool = False) -> str:
     xs = [x for x in xs if not math.isnan(x)]
     if not xs:
         return "-"
     m, h = mean_ci(xs)
-    return f"{m:+.2f} ± {h:.2f}" if min(xs) < 0 else f"{m:.2f} ± {h:.2f}"
+    return f"{m:+.2f} ± {h:.2f}" if signed else f"{m:.2f} ± {h:.2f}"
 
 
 def finals(rows: Sequence[Mapping[str, Any]]) -> dict[tuple[str, int], dict[str, Any]]:
@@ -251,10 +258,10 @@ def summary(rows: Sequence[Mapping[str, Any]], reference: str = "at_grpo_l3") ->
         ks = sorted(k for k in fin if k[0] == v)
         rs = [fin[k] for k in ks]
         paired = [gain[k] - gain[(reference, k[1])] for k in ks if (reference, k[1]) in gain]
-        diff = _fmt(paired) if v != reference and paired else "-"
+        diff = _fmt(paired, signed=True) if v != reference and paired else "-"
         lines.append(
             f"| {DESCRIPTIONS.get(v, v)} | {len(rs)} | {_fmt([r['eval_after_ws'] for r in rs])} | "
-            f"{_fmt([r['eval_success'] for r in rs])} | {_fmt([gain[k] for k in ks])} | {diff} | "
+            f"{_fmt([r['eval_success'] for r in rs])} | {_fmt([gain[k] for k in ks], signed=True)} | {diff} | "
             f"{_fmt([r.get('eval_tool_correct', math.nan) for r in rs])} | "
             f"{_fmt([r.get('eval_executor_correct_given_tool_correct', math.nan) for r in rs])} / "
             f"{_fmt([r.get('eval_executor_correct_without', math.nan) for r in rs])} | "
@@ -307,9 +314,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--variants", nargs="+", default=SWEEP, choices=list(VARIANTS))
     ap.add_argument("--seeds", nargs="+", type=int, default=list(range(8)))
-    ap.add_argument("--tokens", type=int, default=150_000, help="generated-token budget of every trial")
+    ap.add_argument("--tokens", type=int, default=150_000,
+                    help="generated-token budget of every trial (0: none, --iterations iterations as the main job)")
     ap.add_argument("--points", type=int, default=4, help="evaluations along the budget (the last at its end)")
-    ap.add_argument("--iterations", type=int, default=60, help="iteration cap of a trial (a safety net)")
+    ap.add_argument("--iterations", type=int, default=60, help="iteration cap of a trial (with --tokens 0: its length)")
     ap.add_argument("--eval-episodes", type=int, default=64)
     ap.add_argument("--regime", default="embedded", choices=list(REGIMES), help="the task regime (REGIMES)")
     ap.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",

@@ -80,7 +80,7 @@ DEFAULT_CONFIG: dict[str, Any] = {
                 "train_task_pool": None},
     "training": {"lr": 1e-3, "estimator": "at_grpo", "filter_zero_variance": True, "clip_low": 0.2,
                  "clip_high": 0.28, "grad_clip": 1.0, "seed": 0},
-    "evaluation": {"interval": 6, "num_episodes": 16, "temperature": 0.0},
+    "evaluation": {"interval": 6, "num_episodes": 64, "temperature": 0.0},
     "warm_start": {"episodes": 16, "epochs": 30, "lr": 5e-3, "batch_size": 8, "seed": 0, "heldout_episodes": 4},
     "run": {"iterations": 24, "output_dir": "runs/default"},
 }

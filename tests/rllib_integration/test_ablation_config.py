@@ -102,7 +102,8 @@ def test_confidence_interval_and_checkpoints(ablation):
     assert m == 0.5 and abs(h - 4.303 * 0.25 / 3 ** 0.5) < 1e-9
     assert ablation.mean_ci([0.4]) == (0.4, 0.0)
     with pytest.raises(ValueError, match="budget"):
-        ablation.checkpoints(0, 4)
+        ablation.checkpoints(-1, 4)
+    assert ablation.checkpoints(0, 4) == [ablation.NO_BUDGET]  # the main job: its iterations, then one evaluation
 
 
 def test_summary_pairs_gains_by_seed_and_reports_roles(ablation, tmp_path):
@@ -118,7 +119,7 @@ def test_summary_pairs_gains_by_seed_and_reports_roles(ablation, tmp_path):
     table = ablation.summary(rs).splitlines()
     at = next(line for line in table if line.startswith("| AT-GRPO"))
     drmas = next(line for line in table if line.startswith("| DrMAS"))
-    assert "| 0.30 ± 1.27 |" in at and "| -0.30 ± 0.00 |" in drmas   # gains 0.4, 0.2 vs 0.1, -0.1: paired -0.3
+    assert "| +0.30 ± 1.27 |" in at and "| -0.30 ± 0.00 |" in drmas   # gains 0.4, 0.2 vs 0.1, -0.1: paired -0.3
     assert "| 0.50 ± 0.00 | 1.00 ± 0.00 / 0.00 ± 0.00 |" in drmas
     curves = ablation.curves(rs)
     assert curves["at_grpo_l3"][1][:3] == (1000.5, 10.0, 0.5)

@@ -328,7 +328,7 @@ def bench_iteration(shape: str, tok, args, device: str, dtype: torch.dtype,
     from rllib_integration.policies import LLMPolicySpec
     from rllib_integration.core.rollout import group_ids
     from rllib_integration.envs import resolve_env
-    from rllib_integration.rollout_worker import RolloutWorker, WorkerSpec, _TimedBackend
+    from rllib_integration.rollout_worker import RolloutWorker, WorkerSpec
 
     learner_model = build_model(shape, torch.float32, device).train()
     opt = make_optimizer(learner_model, device)
@@ -340,11 +340,11 @@ def bench_iteration(shape: str, tok, args, device: str, dtype: torch.dtype,
                            policy_specs={"shared": spec}, policy_mapping={"tool": "shared", "executor": "shared"},
                            temperatures={"shared": 1.0}, max_new_tokens=args.new_tokens, chat=False,
                            device=device)
-        worker = RolloutWorker.__new__(RolloutWorker)
-        worker.spec, worker.worker_index, worker._envs, worker.weights_version = wspec, 0, {"train": [], "eval": []}, -1
         sampler = build_model(shape, dtype, device)
-        worker.backend = _TimedBackend(HFBackend({"shared": (sampler, tok)}, device=device,
-                                                 static_cache=args.static_cache), {"shared": 1.0})
+        threads = torch.get_num_threads()  # the worker sets its own; the learner step below keeps the bench's
+        worker = RolloutWorker(wspec, 0, backend=HFBackend({"shared": (sampler, tok)}, device=device,
+                                                           static_cache=args.static_cache))
+        torch.set_num_threads(threads)
         import llm_marl_envs  # noqa: F401
 
         t0 = time.perf_counter()

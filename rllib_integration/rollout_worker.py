@@ -204,7 +204,9 @@ class _TimedBackend(GenerationBackend):
 class RolloutWorker:
     """Samples AT-GRPO trees (or parallel episodes) for a batch of env seeds."""
 
-    def __init__(self, spec: WorkerSpec, worker_index: int = 0):
+    def __init__(self, spec: WorkerSpec, worker_index: int = 0, backend: Optional[GenerationBackend] = None):
+        """``backend``: generate with this one instead of the backend ``spec`` describes (a benchmark's in-memory
+        model); it is wrapped like the built one (per-policy temperatures, generation timing)."""
         import torch
 
         torch.set_num_threads(max(1, int(spec.torch_threads)))
@@ -214,9 +216,10 @@ class RolloutWorker:
         import_env_modules(spec.env.modules)  # the user's task module (shipped with the job's runtime_env)
 
         self.spec, self.worker_index = spec, worker_index
-        self.backend = _TimedBackend(make_backend(spec.policy_specs, backend=spec.backend, device=spec.device,
-                                                 options=spec.backend_options),
-                                     spec.temperatures, spec.top_ps)
+        if backend is None:
+            backend = make_backend(spec.policy_specs, backend=spec.backend, device=spec.device,
+                                   options=spec.backend_options)
+        self.backend = _TimedBackend(backend, spec.temperatures, spec.top_ps)
         self._envs: dict[str, list] = {"train": [], "eval": [], "stream": []}
         self.weights_version = -1
         # streaming (start_stream): its thread and stop flag; weights pushed meanwhile wait in _pending until a

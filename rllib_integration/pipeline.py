@@ -97,14 +97,14 @@ def drop_stale(parts: list[dict[str, Any]], current: int, max_staleness: int, by
             stale = stale_parts([int(p.get("weights_version", -1))], current, max_staleness)[0]
             keep = [] if stale else p["samples"]
         else:
+            keys = [tuple(getattr(s.group_key, f) for f in by) for s in p["samples"]]
             oldest: dict[tuple, int] = {}
-            for s in p["samples"]:
-                key = tuple(getattr(s.group_key, f) for f in by)
+            for key, s in zip(keys, p["samples"], strict=True):
                 oldest[key] = min(oldest.get(key, s.policy_version), s.policy_version)
             groups = list(oldest)
             old = {k for k, d in zip(groups, stale_parts([oldest[k] for k in groups], current, max_staleness),
                                      strict=True) if d}
-            keep = [s for s in p["samples"] if tuple(getattr(s.group_key, f) for f in by) not in old]
+            keep = [s for key, s in zip(keys, p["samples"], strict=True) if key not in old]
         dropped += len(p["samples"]) - len(keep)
         kept.append(p if len(keep) == len(p["samples"]) else {**p, "samples": keep})  # episodes stay for the metrics
     staleness = [current - s.policy_version for p in kept for s in p["samples"] if s.policy_version >= 0]

@@ -8,7 +8,7 @@
   env module (its docstring is the task's manual; ``env()``, ``raw_env``, ``parallel_env()``:
   ``from llm_marl_envs.grid import sokoban; sokoban.env()``); beside it ``puzzle.py`` holds the pure
   puzzle logic (levels, solver, generator, rendering: plain Python and numpy, no PettingZoo, no
-  sandbox) and ``expert.py`` the expert tool's program (Plan-path also ``expert_compact.py``).
+  sandbox) and ``expert.py`` the expert tool's program (Plan-path and Sudoku also ``expert_compact.py``).
 
 The expert programs are data, not modules of the package: programs the tool role writes, run in
 the sandbox with the board on stdin. They are kept as real files so they can be read, run and

@@ -58,6 +58,22 @@ def test_compact_style_drops_the_preamble_and_keeps_the_format():
     assert full.expert_action("executor").endswith(" ".join(moves[len("Answer: "):]))
 
 
+def test_sudoku_compact_executor_answers_the_proposal_as_the_prompt_shows_it(sandbox):
+    full = llm_marl_envs.make("Sudoku-v0", size=4, sandbox=sandbox)
+    compact = llm_marl_envs.make("Sudoku-v0", size=4, prompt_style="compact", sandbox=sandbox)
+    for env in (full, compact):
+        env.reset(seed=5)
+        env.step(env.expert_action("tool"))
+    assert len(compact.expert_program()) < len(full.expert_program())  # the short search
+    proposal = compact.answer_text(compact.expert_solution())  # e.g. 1432/3214/2341/4123
+    assert f"Tool proposed: {proposal} (program ok)" in compact.observe("executor")["prompt"]
+    assert compact.expert_action("executor") == f"Answer: {proposal}"  # a copy of that line
+    assert full.expert_action("executor").startswith("The tool's plan checks out.\nAnswer:\n")
+    assert compact.parse_answer(compact.expert_action("executor")) == full.parse_answer(full.expert_action("executor"))
+    compact.step(compact.expert_action("executor"))
+    assert compact.success
+
+
 def test_expert_action_defaults_to_the_agent_to_act_and_checks_its_input():
     env = llm_marl_envs.make("Math-v0")
     with pytest.raises(RuntimeError, match="reset"):

@@ -60,7 +60,10 @@ def test_variants_change_only_their_subject_with_the_same_budget(ablation):
         assert (c["sampling"]["mode"], c["training"]["group_by"], c["specialization"]) == (mode, group_by, level)
         assert c["training"]["estimator"] == "at_grpo"
         assert c["policies"] == (at["policies"] if level == "L3" else {})
-    assert set(ablation.SWEEP) == set(ablation.VARIANTS) - {"grpo_parallel_l3"}
+    lowlr = cfgs["at_grpo_l1_tool_lr"]  # the tree/node-groups L1 cell, at the L3 tool's lr: only the lr differs
+    assert lowlr["training"] == {**l1["training"], "lr": at["policies"]["tool"]["lr"]}
+    assert {k: v for k, v in lowlr.items() if k != "training"} == {k: v for k, v in l1.items() if k != "training"}
+    assert set(ablation.SWEEP) == set(ablation.VARIANTS) - {"grpo_parallel_l3", "at_grpo_l1_tool_lr"}
 
 
 def test_param_space_is_a_grid_over_variants_and_seeds_and_builds_atgrpo_configs(ablation):
@@ -86,6 +89,17 @@ def test_paper_regime_changes_the_task_and_budget_per_iteration_only(ablation):
     assert paper["env"]["config"]["prompt_style"] == emb["env"]["config"]["prompt_style"]
     assert (paper["training"], paper["warm_start"], paper["policies"]) == (emb["training"], emb["warm_start"],
                                                                             emb["policies"])
+    sudoku = ablation.variant_config("drmas_grpo_l3", 0, 5, regime="paper_sudoku")
+    assert (sudoku["env"]["id"], sudoku["env"]["config"]) == (
+        "llm_marl/Sudoku-v0", {"size": 4, "max_turns": 4, "prompt_style": "compact"})  # no plan-path keys
+    assert (sudoku["sampling"]["k"], sudoku["sampling"]["mode"], sudoku["sampling"]["temperature"]) == (
+        4, "parallel", 0.5)
+    assert sudoku["warm_start"] == {**emb["warm_start"], "episodes": 256, "epochs": 10}
+    assert (sudoku["training"], sudoku["policies"]) == (emb["training"], emb["policies"])
+    from rllib_integration import ATGRPOConfig
+
+    c = ATGRPOConfig.from_run_config(sudoku)
+    assert c.env_config["size"] == 4
     with pytest.raises(ValueError, match="unknown regime 'atari'"):
         ablation.variant_config("at_grpo_l3", 0, 5, regime="atari")
 

@@ -233,12 +233,17 @@ class SudokuEnv(GridToolEnv):
 
     # the expert
     def expert_program(self) -> str:
-        return expert_program_text(__name__)
+        # the same backtracking search, short in the compact style (fewer tokens for a small model to write)
+        return expert_program_text(__name__, "expert_compact.py" if self.prompt_style == "compact"
+                                   else "expert.py")
 
     def expert_solution(self) -> sd.Grid:
         return self.task.solution
 
     def answer_action(self, answer: sd.Grid) -> str:
+        # compact style: the grid as the executor's prompt shows the tool's proposal (``Answer: 1432/3214/...``)
+        if self.prompt_style == "compact":
+            return f"Answer: {self.answer_text(answer)}"
         return "Answer:\n" + "\n".join(" ".join(str(v) if v else "." for v in row) for row in answer)
 
 

@@ -1,5 +1,5 @@
-"""The grid tasks' expert programs are files of their task package (``expert.py``, Plan-path also
-``expert_compact.py``): the env's expert returns exactly their text, the text is pinned (warm-start
+"""The grid tasks' expert programs are files of their task package (``expert.py``, Plan-path and Sudoku
+also ``expert_compact.py``): the env's expert returns exactly their text, the text is pinned (warm-start
 demonstrations are tokenized from it), the program solves the board it reads on stdin in the sandbox,
 importing the package never imports it, and a wheel ships it."""
 
@@ -24,7 +24,7 @@ PROGRAMS = {
     ("Sokoban-v0", "full"): "llm_marl_envs/grid/sokoban/expert.py",
     ("Sokoban-v0", "compact"): "llm_marl_envs/grid/sokoban/expert.py",
     ("Sudoku-v0", "full"): "llm_marl_envs/grid/sudoku/expert.py",
-    ("Sudoku-v0", "compact"): "llm_marl_envs/grid/sudoku/expert.py",
+    ("Sudoku-v0", "compact"): "llm_marl_envs/grid/sudoku/expert_compact.py",
     ("PlanPath-v0", "full"): "llm_marl_envs/grid/planpath/expert.py",
     ("PlanPath-v0", "compact"): "llm_marl_envs/grid/planpath/expert_compact.py",
 }
@@ -34,6 +34,8 @@ PROGRAMS = {
 SHA256 = {
     "llm_marl_envs/grid/sokoban/expert.py": "947fed1e2e6beb905358a01e36da3eba67e65e1058f3331b467457dba8d22dfe",
     "llm_marl_envs/grid/sudoku/expert.py": "44977a7a2181db084ff8165d8cfa095f56b52afe1c30dbe629bab08487cfc4b3",
+    "llm_marl_envs/grid/sudoku/expert_compact.py":
+        "004a737d787af60a02db511979d40d32470f9dfc982faf97ca3c839c4a3b9bc9",
     "llm_marl_envs/grid/planpath/expert.py": "06a459c1fae92ca128b79819d657697920a6183ba9332350e1357768b1723f64",
     "llm_marl_envs/grid/planpath/expert_compact.py":
         "5fccb970d4cec3e7a82c3d20fd6b004559475eddc585563d14dc7c7e6bf9cbcf",

@@ -43,7 +43,10 @@ Any text. Executor: a ``size`` x ``size`` grid parsed by ``parse_grid`` (rows of
 ``0``/``.`` blanks allowed for cells left open). It is invalid (nothing applied) when it
 cannot be parsed, changes a given clue, or repeats a digit in a row, column or box;
 otherwise it replaces the current grid. Tool: invalid without a fenced code block; its
-proposal is checked the same way (an illegal proposal earns nothing).
+proposal is checked the same way (an illegal proposal earns nothing). The expert executor
+answers the grid on one line as the prompt shows the proposal in ``prompt_style="compact"``
+(``Answer: 1432/3214/2341/4123``, a copy of the ``Tool proposed:`` line), and one row per line
+otherwise; both parse.
 
 ## Rewards
 

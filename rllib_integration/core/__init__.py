@@ -8,7 +8,8 @@
 ``rollout``        :class:`RolloutSampler`: tree-structured (AT-GRPO) and parallel rollouts
 ``advantages``     ``compute_advantages`` (AT-GRPO, per-agent GRPO, Dr.GRPO, RLOO, REINFORCE++,
                    GiGPO: ``gigpo_advantages``)
-``loss``           ``policy_loss`` (clipped, KL, entropy, aggregation modes), ``collate_samples``
+``loss``           ``policy_loss`` (clipped, KL, entropy, aggregation modes, truncated importance
+                   sampling), ``collate_samples``, ``sampler_drift`` (sampler vs learner log-probs)
 ``options``        ``LossConfig``, ``HFOptions``, ``LORA_DEFAULTS``: records whose defaults the run
                    settings read (torch-free)
 ``logprobs``       ``completion_logprobs``: log-probs/entropy at completion positions only
@@ -38,7 +39,8 @@ _EXPORTS: dict[str, str] = {
                                  "group_ids_from_keys", "group_codes", "gigpo_advantages",
                                  "gigpo_of_samples")},
     **{n: "loss" for n in ("LossConfig", "AGG_MODES", "KL_ESTIMATORS", "policy_loss", "aggregate", "kl_penalty",
-                           "sequence_token_logprobs", "collate_samples")},
+                           "sequence_token_logprobs", "collate_samples", "sampler_drift",
+                           "truncated_is_weights")},
     **{n: "rollout" for n in ("GroupKey", "Sample", "EpisodeSummary", "RolloutSampler", "group_ids",
                               "episode_over")},
     **{n: "metrics" for n in ("rollout_metrics", "episode_metrics", "flatten", "MetricsWriter")},
@@ -47,7 +49,8 @@ _EXPORTS: dict[str, str] = {
     "completion_logprobs": "logprobs",
     **{n: "warm_start" for n in ("Demonstration", "collect_demonstrations", "warm_start", "demonstration_loss",
                                  "save_policies")},
-    **{n: "microbatch" for n in ("accumulate_policy_loss", "iter_micro_batches", "micro_batch_indices")},
+    **{n: "microbatch" for n in ("accumulate_policy_loss", "iter_micro_batches", "micro_batch_indices",
+                                 "micro_batch_logprobs")},
     **{n: "models" for n in ("build_tiny_model", "load_model", "smollm2_path", "load_smollm2", "train_tokenizer")},
     **{n: "backends" for n in ("Completion", "GenerationBackend", "GenerationRequest", "SamplingParams",
                                "HFBackend", "VLLMBackend", "make_backend")},

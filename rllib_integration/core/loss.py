@@ -23,6 +23,17 @@ Aggregation (``agg``) over the ``(B, T)`` token matrix with ``mask`` (1 = comple
     generation length, ``max_new_tokens``), so length does not rescale the gradient. Without
     ``norm_tokens`` the padded width ``mask.shape[1]`` is used (a function-level fallback only).
 
+Sampler and learner log-probs: ``old_logp`` (the behaviour log-probs of the ratio) are the sampler's as
+generated, or the learner's own recomputed ones (a run's ``training.behavior_logprobs: learner``); the
+sampler's then come as ``sampler_logprobs``. With ``LossConfig.tis_cap`` the policy-gradient term of each
+token is multiplied by the truncated importance weight ``w = min(exp(old_logp - sampler_logp), tis_cap)``
+(detached; :func:`truncated_is_weights`), as verl's TIS and TRL's ``vllm_importance_sampling_cap`` do:
+
+    loss_tok = w * pg + kl_coef * kl(logp, ref_logp) - entropy_coef * entropy
+
+and the metrics compare the learner's ``logp`` with the sampler's log-probs (:func:`sampler_drift`,
+:data:`SAMPLER_METRICS`).
+
 Micro-batches: every mode is ``numerator / denominator`` where the numerator is a sum over the
 sequences of the batch. :func:`loss_denominator` gives the denominator of a whole optimizer
 minibatch; passing it as ``denominator=`` to :func:`aggregate` / :func:`policy_loss` for each
@@ -34,7 +45,7 @@ hyper-parameters; ``LossConfig()`` is a run's default loss.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Sequence
 
 import torch
 
@@ -43,7 +54,13 @@ from .options import LossConfig
 
 __all__ = ["LossConfig", "AGG_MODES", "KL_ESTIMATORS", "policy_loss", "aggregate", "kl_penalty",
            "token_logprobs_from_logits", "entropy_from_logits", "sequence_token_logprobs", "collate_samples",
-           "loss_denominator"]
+           "loss_denominator", "sampler_drift", "truncated_is_weights", "SAMPLER_METRICS"]
+
+#: the metrics of :func:`policy_loss` that compare the learner's log-probs with the sampler's (and the truncated
+#: importance weights, with ``tis_cap``); a run reports them from each iteration's first optimizer step, where the
+#: learner's weights are the ones the sampler had (``learner/<policy>/<name>``)
+SAMPLER_METRICS = ("sampler_logp_diff_mean", "sampler_logp_diff_max", "sampler_k3_kl", "tis_weight_mean",
+                   "tis_truncated_frac")
 
 
 def loss_denominator(mask: torch.Tensor, agg: str = "token-mean", norm_tokens: Optional[int] = None) -> float:
@@ -86,6 +103,40 @@ def kl_penalty(logprobs: torch.Tensor, ref_logprobs: torch.Tensor, estimator: st
     raise ValueError(f"unknown KL estimator {estimator!r}; choose one of {KL_ESTIMATORS}")
 
 
+def sampler_drift(logprobs: torch.Tensor, sampler_logprobs: torch.Tensor, mask: torch.Tensor) -> dict[str, float]:
+    """How far the learner's log-probs of the sampled tokens are from the sampler's, over ``mask``'s tokens.
+
+    With ``d = logprobs - sampler_logprobs`` (learner minus sampler) per completion token:
+    ``sampler_logp_diff_mean`` the masked mean of ``|d|``, ``sampler_logp_diff_max`` its max (0 without
+    tokens) and ``sampler_k3_kl`` the masked mean of ``exp(d) - d - 1``, the k3 estimate of
+    KL(sampler || learner) from the sampler's tokens (verl's rollout/training mismatch ``k3_kl``; ``d``
+    clamped to [-20, 20] there). All 0 when the two agree."""
+    with torch.no_grad():
+        m = mask != 0
+        n = float(m.sum())
+        d = (logprobs.detach().double() - sampler_logprobs.detach().double())[m]
+        dc = d.clamp(-20.0, 20.0)
+        return {"sampler_logp_diff_mean": float(d.abs().sum()) / n if n else 0.0,
+                "sampler_logp_diff_max": float(d.abs().max()) if n else 0.0,
+                "sampler_k3_kl": float((torch.exp(dc) - dc - 1.0).sum()) / n if n else 0.0}
+
+
+def truncated_is_weights(old_logprobs: torch.Tensor, sampler_logprobs: torch.Tensor,
+                         cap: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Truncated importance-sampling weights of the sampled tokens, ``min(exp(old - sampler), cap)``
+    (detached), and the boolean tensor of the tokens whose weight was truncated (``exp(old - sampler) > cap``).
+
+    ``old_logprobs`` are the behaviour log-probs the PPO ratio divides by (the learner's recomputed ones),
+    ``sampler_logprobs`` those of the engine that generated the tokens: the weight corrects the policy
+    gradient for sampling from the sampler rather than the learner's policy (verl's TIS, TRL's
+    ``vllm_importance_sampling_correction``); the cap bounds its variance."""
+    if not cap > 0:
+        raise ValueError(f"tis_cap must be > 0, got {cap!r}")
+    with torch.no_grad():
+        raw = torch.exp(old_logprobs.detach() - sampler_logprobs.detach())
+        return raw.clamp(max=float(cap)), raw > float(cap)
+
+
 def token_logprobs_from_logits(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     """``log softmax(logits)[..., targets]`` in float32, shape of ``targets``."""
     logp = torch.log_softmax(logits.float(), dim=-1)
@@ -123,6 +174,7 @@ def policy_loss(
     ref_logprobs: Optional[torch.Tensor] = None,
     entropy: Optional[torch.Tensor] = None,
     denominator: Optional[float] = None,
+    sampler_logprobs: Optional[torch.Tensor] = None,
     **overrides,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """PPO-clip loss (scalar tensor, differentiable w.r.t. ``logprobs``/``entropy``) and metrics.
@@ -133,12 +185,17 @@ def policy_loss(
     ``denominator``: the aggregation denominator of the whole minibatch when ``logprobs`` is one
     micro-batch of it (:func:`loss_denominator`); the loss and ``loss``/``pg_loss``/``kl``/
     ``entropy`` metrics are then this micro-batch's share, and the shares sum to the full values.
+    ``sampler_logprobs`` ``(B, T)``: the sampler's log-probs where ``old_logprobs`` are not them (the
+    learner's recomputed behaviour log-probs); default ``old_logprobs``. ``config.tis_cap`` needs them.
 
     Metrics (python floats, masked means over completion tokens): ``pg_loss``, ``clip_frac``
     (tokens where the clipped term is the active one), ``clip_frac_low``/``clip_frac_high``
     (ratio below ``1-clip_low`` with ``A<0`` / above ``1+clip_high`` with ``A>0``),
     ``ratio_mean``/``ratio_min``/``ratio_max``, ``approx_kl_old`` (k3 of old vs new),
-    ``kl`` (to the reference; 0 without one), ``entropy`` (if given), ``loss``.
+    ``kl`` (to the reference; 0 without one), ``entropy`` (if given), ``loss``; the drift of ``logprobs``
+    from the sampler's, :func:`sampler_drift` (``sampler_logp_diff_mean``, ``sampler_logp_diff_max``,
+    ``sampler_k3_kl``); with ``tis_cap``, ``tis_weight_mean`` (the mean truncated weight) and
+    ``tis_truncated_frac`` (the fraction of tokens whose weight was cut to the cap).
     """
     cfg = config or LossConfig()
     if overrides:
@@ -153,6 +210,13 @@ def policy_loss(
     pg1 = -advantages * ratio
     pg2 = -advantages * ratio.clamp(1.0 - cfg.clip_low, 1.0 + cfg.clip_high)
     pg = torch.maximum(pg1, pg2)
+    tis = None
+    if cfg.tis_cap is not None:
+        if sampler_logprobs is None:
+            raise ValueError("tis_cap weighs each token by exp(old_logprobs - sampler_logprobs): pass sampler_logprobs "
+                             "(the sampler's log-probs, when old_logprobs are the learner's recomputed ones)")
+        tis = truncated_is_weights(old_logprobs, sampler_logprobs, cfg.tis_cap)
+        pg = pg * tis[0].to(pg.dtype)
     loss_tok = pg
     pg_loss = aggregate(pg, mask_f, cfg.agg, cfg.norm_tokens, denominator)
 
@@ -196,10 +260,15 @@ def policy_loss(
         }
         if ent_val is not None:
             metrics["entropy"] = float(ent_val.detach())
+        metrics.update(sampler_drift(logprobs, old_logprobs if sampler_logprobs is None else sampler_logprobs, m))
+        if tis is not None:
+            metrics["tis_weight_mean"] = mmean(tis[0])
+            metrics["tis_truncated_frac"] = mmean(tis[1])
     return loss, metrics
 
 
-def collate_samples(samples, pad_token_id: int, device=None) -> dict[str, torch.Tensor]:
+def collate_samples(samples, pad_token_id: int, device=None, *,
+                    behavior_logprobs: Optional[Sequence[Sequence[float]]] = None) -> dict[str, torch.Tensor]:
     """Right-padded training tensors from rollout samples (anything with ``prompt_token_ids``,
     ``completion_token_ids`` and ``logprobs``).
 
@@ -207,6 +276,10 @@ def collate_samples(samples, pad_token_id: int, device=None) -> dict[str, torch.
     and, aligned with :func:`sequence_token_logprobs` output ``(B, T-1)`` (position ``t``
     predicts token ``t+1``), ``completion_mask`` (1 on completion tokens) and
     ``old_logprobs`` (the sampler's log-probs there, 0 elsewhere).
+
+    ``behavior_logprobs``: per sample, other behaviour log-probs of its completion tokens (the learner's
+    recomputed ones, a run's ``training.behavior_logprobs: learner``); they become ``old_logprobs`` and the
+    sampler's go to an extra column ``sampler_logprobs`` (same layout).
     """
     seqs = [list(s.prompt_token_ids) + list(s.completion_token_ids) for s in samples]
     T = max(len(x) for x in seqs)
@@ -215,12 +288,23 @@ def collate_samples(samples, pad_token_id: int, device=None) -> dict[str, torch.
     attn = torch.zeros((B, T), dtype=torch.long)
     cmask = torch.zeros((B, T - 1), dtype=torch.float32)
     old = torch.zeros((B, T - 1), dtype=torch.float32)
+    sampler = torch.zeros((B, T - 1), dtype=torch.float32) if behavior_logprobs is not None else old
+    if behavior_logprobs is not None and len(behavior_logprobs) != B:
+        raise ValueError(f"behavior_logprobs: one sequence per sample ({B}), got {len(behavior_logprobs)}")
     for b, (s, ids) in enumerate(zip(samples, seqs, strict=True)):
         input_ids[b, :len(ids)] = torch.tensor(ids, dtype=torch.long)
         attn[b, :len(ids)] = 1
         p, c = len(s.prompt_token_ids), len(s.completion_token_ids)
         if c:
             cmask[b, p - 1:p - 1 + c] = 1.0
-            old[b, p - 1:p - 1 + c] = torch.tensor(list(s.logprobs), dtype=torch.float32)
+            sampler[b, p - 1:p - 1 + c] = torch.tensor(list(s.logprobs), dtype=torch.float32)
+            if behavior_logprobs is not None:
+                behaviour = torch.as_tensor(behavior_logprobs[b], dtype=torch.float32).reshape(-1)
+                if behaviour.numel() != c:
+                    raise ValueError(f"behavior_logprobs[{b}] has {behaviour.numel()} log-probs for {c} completion "
+                                     "tokens")
+                old[b, p - 1:p - 1 + c] = behaviour
     out = {"input_ids": input_ids, "attention_mask": attn, "completion_mask": cmask, "old_logprobs": old}
+    if behavior_logprobs is not None:
+        out["sampler_logprobs"] = sampler
     return {k: v.to(device) for k, v in out.items()} if device is not None else out

@@ -6,6 +6,8 @@ size ``rows x width`` stays within ``micro_batch_tokens``. Rows are packed longe
 micro-batch is cut to its own longest row, so padding costs little. Each micro-batch's loss uses
 the *whole minibatch's* aggregation denominator (:func:`loss.loss_denominator`), so the summed
 micro-batch gradients equal the full-batch gradient (what one optimizer step then applies).
+:func:`micro_batch_logprobs` runs a forward pass (no gradient) over the same micro-batches and puts
+the log-probs back in the minibatch's rows (the learner's recomputed behaviour log-probs).
 
 >>> import torch
 >>> mask = torch.tensor([[1, 1, 1, 0], [1, 1, 0, 0], [1, 1, 1, 1]])
@@ -22,10 +24,10 @@ import torch
 from .loss import LossConfig, loss_denominator, policy_loss
 
 __all__ = ["micro_batch_indices", "iter_micro_batches", "merge_loss_metrics", "accumulate_loss",
-           "accumulate_policy_loss", "micro_batch_policy_loss", "DENOMINATOR_KEY", "LossFn"]
+           "accumulate_policy_loss", "micro_batch_policy_loss", "micro_batch_logprobs", "DENOMINATOR_KEY", "LossFn"]
 
 _SUMMED = ("loss", "pg_loss", "kl", "entropy", "num_tokens")
-_MIN, _MAX = ("ratio_min",), ("ratio_max",)
+_MIN, _MAX = ("ratio_min",), ("ratio_max", "sampler_logp_diff_max")
 
 
 def micro_batch_indices(attention_mask: torch.Tensor, micro_batch_tokens: Optional[int]) -> list[torch.Tensor]:
@@ -59,6 +61,13 @@ def iter_micro_batches(batch: Mapping[str, Any],
 
     Columns of width ``T`` (``input_ids``, ``attention_mask``) keep ``width`` columns, those of width
     ``T-1`` keep ``width-1``; 1-D columns (``advantages``) are only row-sliced."""
+    for _, sub in _indexed_micro_batches(batch, micro_batch_tokens):
+        yield sub
+
+
+def _indexed_micro_batches(batch: Mapping[str, Any],
+                           micro_batch_tokens: Optional[int]) -> Iterator[tuple[torch.Tensor, dict[str, Any]]]:
+    """:func:`iter_micro_batches` with each micro-batch's row indices in ``batch``."""
     mask = batch["attention_mask"]
     T = mask.shape[1]
     lengths = mask.long().sum(-1)
@@ -77,7 +86,7 @@ def iter_micro_batches(batch: Mapping[str, Any],
             elif v.dim() >= 2 and v.shape[1] == T - 1:
                 v = v[:, :width - 1]
             sub[k] = v
-        yield sub
+        yield idx, sub
 
 
 def merge_loss_metrics(parts: list[dict[str, float]]) -> dict[str, float]:
@@ -134,10 +143,13 @@ def micro_batch_policy_loss(sub: Mapping[str, Any], out: Mapping[str, Any],
                             config: LossConfig) -> tuple[torch.Tensor, dict[str, float]]:
     """:func:`loss.policy_loss` of one micro-batch ``sub`` (its ``old_logprobs``, ``advantages``,
     ``completion_mask`` and :data:`DENOMINATOR_KEY`, when present) given the forward output ``out``
-    (``logp`` and optionally ``ref_logp``/``entropy``, each ``(b, t-1)``)."""
+    (``logp`` and optionally ``ref_logp``/``entropy``, each ``(b, t-1)``), and the sampler's log-probs
+    ``sampler_logprobs`` where the batch has them (the behaviour log-probs recomputed by the learner)."""
+    sampler = sub.get("sampler_logprobs")
     return policy_loss(out["logp"], sub["old_logprobs"].float(), sub["advantages"].float(),
                        sub["completion_mask"].float(), config, ref_logprobs=out.get("ref_logp"),
-                       entropy=out.get("entropy"), denominator=sub.get(DENOMINATOR_KEY))
+                       entropy=out.get("entropy"), denominator=sub.get(DENOMINATOR_KEY),
+                       sampler_logprobs=sampler.float() if sampler is not None else None)
 
 
 def accumulate_policy_loss(forward: Callable[[dict[str, Any]], Mapping[str, Any]],
@@ -151,3 +163,18 @@ def accumulate_policy_loss(forward: Callable[[dict[str, Any]], Mapping[str, Any]
     and the merged metrics."""
     return accumulate_loss(forward, lambda sub, out: micro_batch_policy_loss(sub, out, config), batch, config,
                            micro_batch_tokens=micro_batch_tokens, backward=backward)
+
+
+def micro_batch_logprobs(forward: Callable[[dict[str, Any]], torch.Tensor], batch: Mapping[str, Any], *,
+                         micro_batch_tokens: Optional[int] = None) -> torch.Tensor:
+    """``forward(micro_batch)`` (a ``(b, w-1)`` log-prob tensor) over the micro-batches of ``batch`` that
+    :func:`accumulate_loss` would cut with the same ``micro_batch_tokens``, without gradients, put back in
+    ``batch``'s rows: a float32 ``(B, T-1)`` tensor aligned with ``batch["completion_mask"]`` (0 past each
+    micro-batch's width). What the learner's ``training.behavior_logprobs: learner`` pass runs."""
+    mask = batch["completion_mask"]
+    out = torch.zeros(mask.shape, dtype=torch.float32, device=mask.device)
+    with torch.no_grad():
+        for idx, sub in _indexed_micro_batches(batch, micro_batch_tokens):
+            lp = forward(sub).float()
+            out[idx.to(out.device), :lp.shape[1]] = lp
+    return out

@@ -46,6 +46,9 @@ class LossConfig:
     entropy_coef: float = 0.0
     agg: str = "token-mean"
     norm_tokens: Optional[int] = None  # normaliser of seq-mean-token-sum-norm; None -> mask.shape[1]
+    #: truncated importance sampling: each token's policy-gradient term times ``min(exp(old - sampler), tis_cap)``
+    #: (needs the sampler's log-probs besides the behaviour ``old`` ones); None: off
+    tis_cap: Optional[float] = None
 
     def __post_init__(self) -> None:
         if self.agg not in AGG_MODES:
@@ -55,6 +58,9 @@ class LossConfig:
         if self.clip_low < 0 or self.clip_high < 0 or self.clip_low >= 1:
             raise ValueError(f"clip ranges must satisfy 0 <= clip_low < 1, clip_high >= 0; got "
                              f"{self.clip_low}, {self.clip_high}")
+        if self.tis_cap is not None and not self.tis_cap > 0:
+            raise ValueError(f"LossConfig.tis_cap must be > 0 (or None: no importance-sampling correction), "
+                             f"got {self.tis_cap!r}")
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,9 @@ One iteration (:meth:`ATGRPO.training_step`):
 2. advantages are computed over the whole batch with the configured estimator and grouping
    (:func:`advantages.compute_advantages`); zero-variance groups are dropped if asked;
 3. each policy's samples form that module's train batch; ``LearnerGroup.update`` takes one
-   optimizer step per minibatch round (per-policy minibatch sizes), ``num_epochs`` times;
+   optimizer step per minibatch round (per-policy minibatch sizes), ``num_epochs`` times (with
+   ``training.behavior_logprobs: learner`` the learner first recomputes the behaviour log-probs of all
+   of them, :func:`learner_behavior_logprobs`);
 4. the learner's trainable weights (the full model, or the LoRA adapter at L2) are pushed to
    every rollout worker's generation backend.
 
@@ -60,6 +62,7 @@ from ray.tune.result import TRAINING_ITERATION
 from . import _rllib
 from .batching import minibatch_rounds, multi_agent_batch
 from .config import RLLIB_ALIASES, RLLIB_UNUSED, ATGRPOConfigBase
+from .core.loss import SAMPLER_METRICS
 from .core.metrics import episode_metrics, role_correctness
 from .envs import EnvEntry, register_llm_marl_envs, resolve_env
 from .pipeline import RolloutPipeline, StreamPipeline
@@ -327,20 +330,35 @@ class ATGRPO(Algorithm):
         return sign * compute_advantages(rewards, gids, cfg.estimator, **extra), gids, keep
 
     def _update(self, samples: list, adv: np.ndarray, keep: np.ndarray) -> tuple[dict[str, Any], int]:
-        """``num_epochs`` passes of per-policy minibatch rounds, one ``LearnerGroup.update`` per round."""
+        """``num_epochs`` passes of per-policy minibatch rounds, one ``LearnerGroup.update`` per round.
+
+        With ``training.behavior_logprobs: learner`` the learner first recomputes the log-probs of every
+        trained sample under its current weights (:func:`learner_behavior_logprobs`, over epoch 0's rounds),
+        and they are the ``old_logprobs`` of every epoch. Each policy's learner metrics are those of its last
+        optimizer step, except :data:`~.core.loss.SAMPLER_METRICS` (learner vs sampler log-probs), which are
+        its first step's: the weights the sampler had, in a synchronous run."""
         cfg = self.config
         learner_metrics: dict[str, Any] = {}
+        first_step: dict[str, dict[str, Any]] = {}
         num_updates = 0
         pids = [s.policy_id for s in samples]
+        behavior: Optional[dict[int, np.ndarray]] = None
         for epoch in range(int(cfg.num_epochs)):
-            for round_ in minibatch_rounds(pids, keep, seed=int(cfg.seed or 0), iteration=self.iteration,
-                                           epoch=epoch,
-                                           minibatch_size=lambda pid: self._policy_setting(pid, "minibatch_size")):
-                update = self.learner_group.update(batch=multi_agent_batch(samples, adv, round_))
+            rounds = minibatch_rounds(pids, keep, seed=int(cfg.seed or 0), iteration=self.iteration, epoch=epoch,
+                                      minibatch_size=lambda pid: self._policy_setting(pid, "minibatch_size"))
+            if epoch == 0 and rounds and cfg.behavior_logprobs == "learner":
+                behavior = learner_behavior_logprobs(self.learner_group, samples, adv, rounds)
+            for round_ in rounds:
+                update = self.learner_group.update(batch=multi_agent_batch(samples, adv, round_,
+                                                                           behavior_logprobs=behavior))
                 num_updates += 1
                 res = update[0] if isinstance(update, list) and update else update
                 for pid in round_:
                     learner_metrics[pid] = plain(res.get(pid, {})) if isinstance(res, Mapping) else {}
+                    first_step.setdefault(pid, {k: learner_metrics[pid][k] for k in SAMPLER_METRICS
+                                                if k in learner_metrics[pid]})
+        for pid, first in first_step.items():
+            learner_metrics[pid].update(first)
         return learner_metrics, num_updates
 
     def _training_results(self, out: dict[str, Any]) -> dict[str, Any]:
@@ -471,6 +489,29 @@ class ATGRPO(Algorithm):
 def _learner_sync_weights(learner: Any, _: Any = None) -> dict[str, Any]:
     """``foreach_learner`` callback: the learner's weights for the rollout workers."""
     return learner.get_sync_weights()
+
+
+def _learner_recompute(learner: Any, batches: Optional[list] = None) -> list[dict[str, np.ndarray]]:
+    """``foreach_learner`` callback: :meth:`~.learner.ATGRPOTorchLearner.behavior_logprobs` of each batch."""
+    return [learner.behavior_logprobs(b) for b in batches or []]
+
+
+def learner_behavior_logprobs(learner_group: LearnerGroup, samples: list, adv: np.ndarray,
+                              rounds: list[dict[str, list[int]]]) -> dict[int, np.ndarray]:
+    """``training.behavior_logprobs: learner``: the learner's log-probs of the completion tokens of every sample
+    in ``rounds`` (an epoch's minibatch rounds, :func:`~.batching.minibatch_rounds`) under its current weights,
+    ``{sample index: float32 array of its completion length}``. One learner is asked (all hold the same weights),
+    once, for the batches of every round as ``LearnerGroup.update`` gets them (same rows, same micro-batches)."""
+    batches = [multi_agent_batch(samples, adv, r) for r in rounds]
+    res = next(iter(learner_group.foreach_learner(_learner_recompute, batches=batches,
+                                                  **_rllib.one_remote_learner(learner_group)))).get()
+    out: dict[int, np.ndarray] = {}
+    for batch, round_, logprobs in zip(batches, rounds, res, strict=True):
+        for pid, idx in round_.items():
+            cmask = np.asarray(batch.policy_batches[pid]["completion_mask"]) > 0
+            for row, i in enumerate(idx):
+                out[i] = np.asarray(logprobs[pid][row][cmask[row]], dtype=np.float32)
+    return out
 
 
 def register() -> None:

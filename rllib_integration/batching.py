@@ -8,7 +8,7 @@ has one, and is one ``LearnerGroup.update`` (one optimizer step per policy in it
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -37,15 +37,20 @@ def minibatch_rounds(policy_ids: Sequence[str], keep: np.ndarray, *, seed: int, 
 
 
 def multi_agent_batch(samples: Sequence[Any], advantages: np.ndarray, round_: dict[str, list[int]],
-                      *, pad_token_id: int = 0) -> Any:
-    """One round as RLlib's ``MultiAgentBatch``: a ``SampleBatch`` of collated samples + advantages per policy."""
+                      *, pad_token_id: int = 0, behavior_logprobs: Optional[Mapping[int, Any]] = None) -> Any:
+    """One round as RLlib's ``MultiAgentBatch``: a ``SampleBatch`` of collated samples + advantages per policy.
+
+    ``behavior_logprobs`` (sample index -> log-probs of its completion tokens; ``training.behavior_logprobs:
+    learner``): they are ``old_logprobs``, and the sampler's go to the column ``sampler_logprobs``."""
     from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
 
     from .core.loss import collate_samples
 
     policy_batches = {}
     for pid, idx in round_.items():
-        cols = {k: v.numpy() for k, v in collate_samples([samples[i] for i in idx], pad_token_id=pad_token_id).items()}
+        behavior = [behavior_logprobs[i] for i in idx] if behavior_logprobs is not None else None
+        cols = {k: v.numpy() for k, v in collate_samples([samples[i] for i in idx], pad_token_id=pad_token_id,
+                                                         behavior_logprobs=behavior).items()}
         cols["advantages"] = advantages[idx].astype(np.float32)
         policy_batches[pid] = SampleBatch(cols)
     return MultiAgentBatch(policy_batches, env_steps=sum(len(v) for v in round_.values()))

@@ -260,6 +260,8 @@ class ConfigBuilders:
         kl_estimator: Literal['k1', 'k3'] = NOT_PROVIDED,
         entropy_coef: float = NOT_PROVIDED,
         loss_agg: Literal['token-mean', 'seq-mean-token-mean', 'seq-mean-token-sum-norm'] = NOT_PROVIDED,
+        behavior_logprobs: Literal['sampler', 'learner'] = NOT_PROVIDED,
+        tis_cap: Optional[float] = NOT_PROVIDED,
         micro_batch_tokens: Optional[int] = NOT_PROVIDED,
         logprob_chunk_tokens: int = NOT_PROVIDED,
         gradient_checkpointing: bool = NOT_PROVIDED,
@@ -313,6 +315,18 @@ class ConfigBuilders:
             entropy_coef: entropy bonus (per policy: `policies.<id>.entropy_coef`) (YAML
                 ``training.entropy_coef``; default ``0.0``).
             loss_agg: loss aggregation (YAML ``training.agg``; default ``'token-mean'``).
+            behavior_logprobs: the behaviour (old) log-probs of the PPO ratio: `sampler` those the generation
+                backend returned with the tokens; `learner` the learner's own, recomputed under its weights
+                before the iteration's first update (one no-grad forward pass over the trained samples, micro-
+                batched like the update): use it when the sampler runs in another dtype or engine (vLLM in
+                bf16). The sampler's log-probs stay a batch column (`sampler_logprobs`) for the drift metrics
+                `learner/<policy>/sampler_*` and `tis_cap` (docs/training_core.md "Sampler and learner log-
+                probs") (YAML ``training.behavior_logprobs``; default ``'sampler'``).
+            tis_cap: truncated importance sampling: each token's policy-gradient term times
+                `min(exp(learner_logp - sampler_logp), tis_cap)` (detached; verl's TIS, TRL's
+                `vllm_importance_sampling_cap`; 2.0 is their value); needs `behavior_logprobs: learner`. Metrics
+                `learner/<policy>/tis_weight_mean`, `tis_truncated_frac`. null: off (YAML ``training.tis_cap``;
+                default ``None``).
             micro_batch_tokens: learner: padded tokens per micro-batch; an optimizer minibatch is split into
                 micro-batches whose gradients are accumulated (same update, memory bounded by this budget); null
                 or 0: the whole minibatch in one forward (YAML ``training.micro_batch_tokens``; default
@@ -379,6 +393,8 @@ class ConfigBuilders:
             'kl_estimator': kl_estimator,
             'entropy_coef': entropy_coef,
             'loss_agg': loss_agg,
+            'behavior_logprobs': behavior_logprobs,
+            'tis_cap': tis_cap,
             'micro_batch_tokens': micro_batch_tokens,
             'logprob_chunk_tokens': logprob_chunk_tokens,
             'gradient_checkpointing': gradient_checkpointing,

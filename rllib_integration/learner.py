@@ -15,7 +15,11 @@ GPU-scale update (:meth:`ATGRPOTorchLearner._uncompiled_update`): each module's 
 split into micro-batches of at most ``config.micro_batch_tokens`` padded tokens
 (:mod:`.microbatch`; unset or 0 = one micro-batch), each micro-batch's loss is backpropagated
 with the minibatch's aggregation denominator, and one optimizer step applies the accumulated
-gradient (the same gradient as the full batch). ``seq-mean-token-sum-norm`` divides by
+gradient (the same gradient as the full batch). With ``training.behavior_logprobs: learner``,
+``old_logprobs`` are the learner's own, computed before the iteration's first update by
+:meth:`ATGRPOTorchLearner.behavior_logprobs` (no gradient, the same micro-batches), and the batch also
+carries the sampler's (``sampler_logprobs``: the drift metrics, and ``config.tis_cap``'s truncated importance
+weights). ``seq-mean-token-sum-norm`` divides by
 ``config.max_new_tokens`` (Dr.GRPO's constant). Optimizer state is checkpointed through
 :mod:`.tensor_codec`, so bfloat16 state survives RLlib's numpy conversion bit for bit.
 """
@@ -31,10 +35,15 @@ import torch
 from ray.rllib.core.learner.torch.torch_learner import TorchLearner
 
 from .core.loss import LossConfig
-from .core.microbatch import accumulate_loss, merge_loss_metrics, micro_batch_policy_loss
+from .core.microbatch import accumulate_loss, merge_loss_metrics, micro_batch_logprobs, micro_batch_policy_loss
 from .core.tensor_codec import decode, encode
 
 __all__ = ["ATGRPOTorchLearner"]
+
+
+def _inference_logprobs(module: Any, batch: dict[str, Any]) -> torch.Tensor:
+    """An ``LLMRLModule``'s inference forward: the no-grad log-probs at ``batch["completion_mask"]``."""
+    return module.forward_inference(batch)["logp"]
 
 
 class ATGRPOTorchLearner(TorchLearner):
@@ -56,7 +65,8 @@ class ATGRPOTorchLearner(TorchLearner):
         return LossConfig(clip_low=float(config.clip_low), clip_high=float(config.clip_high),
                           kl_coef=float(config.kl_coef), kl_estimator=config.kl_estimator,
                           entropy_coef=float(config.entropy_coef), agg=config.loss_agg,
-                          norm_tokens=int(config.max_new_tokens))
+                          norm_tokens=int(config.max_new_tokens),
+                          tis_cap=None if config.tis_cap is None else float(config.tis_cap))
 
     def compute_loss_for_module(self, *, module_id: str, config: Any, batch: dict[str, Any],
                                 fwd_out: dict[str, Any]) -> torch.Tensor:
@@ -114,6 +124,24 @@ class ATGRPOTorchLearner(TorchLearner):
                         stack.enter_context(mod.no_sync())  # type: ignore[operator]  # DDP-wrapped (num_learners > 1)
             self.apply_gradients(self.postprocess_gradients(grads))
         return {}, losses, {}
+
+    def behavior_logprobs(self, batch: Any) -> dict[str, Any]:
+        """The learner's own log-probs of a ``MultiAgentBatch``'s completion tokens under its current weights:
+        ``{module_id: float32 array (B, T-1)}`` aligned with each module's ``completion_mask`` (0 elsewhere).
+
+        What ``training.behavior_logprobs: learner`` uses as ``old_logprobs``: each module's inference forward
+        (:func:`logprobs.completion_logprobs`, as ``forward_train`` runs it, autocast included), without
+        gradients, over the micro-batches its update cuts (``config.micro_batch_tokens``), so the first
+        update's forward sees the same rows and widths and its PPO ratio is 1 (bit for bit on a deterministic
+        device). Under DDP (``num_learners > 1``) the unwrapped module runs alone (one learner is asked)."""
+        tensors = self._convert_batch_type(batch)
+        out = {}
+        for module_id, mb in tensors.policy_batches.items():
+            config = self.config.get_config_for_module(module_id)
+            forward = functools.partial(_inference_logprobs, self.module[module_id].unwrapped())
+            lp = micro_batch_logprobs(forward, mb, micro_batch_tokens=getattr(config, "micro_batch_tokens", None))
+            out[module_id] = lp.cpu().numpy()
+        return out
 
     def get_sync_weights(self) -> dict[str, Any]:
         """``{module_id: LLMRLModule.sync_state()}``: what :meth:`ATGRPO._sync_weights` pushes to the workers."""

@@ -13,8 +13,8 @@ from typing import Annotated, Any, Iterable, Literal, Optional, get_args
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, ValidationInfo, create_model
 from pydantic import field_validator
 
-from ..core.choices import (AGG_MODES, ESTIMATORS, KEY_FIELDS, KL_ESTIMATORS, AdvNorm, AggMode, Estimator, KeyField,
-                            KlEstimator, LogprobMode)
+from ..core.choices import (AGG_MODES, ESTIMATORS, KEY_FIELDS, KL_ESTIMATORS, AdvNorm, AggMode, BehaviorLogprobs,
+                            Estimator, KeyField, KlEstimator, LogprobMode)
 from ..core.options import DEFAULT_ADV_NORM, LORA_DEFAULTS, GiGPOOptions, HFOptions, LossConfig
 from .values import TINY_MODEL_ARGS, EnvId, Number, Stop, check_model_spec, check_tiny_args
 
@@ -262,6 +262,18 @@ class TrainingSettings(Section):
     kl_estimator: KlEstimator = setting(LOSS.kl_estimator, "KL estimator of the penalty (`k1` or `k3`)")
     entropy_coef: Number = setting(LOSS.entropy_coef, "entropy bonus (per policy: `policies.<id>.entropy_coef`)", ge=0)
     agg: AggMode = setting(LOSS.agg, "loss aggregation", attr="loss_agg", why="`agg` alone does not say of what")
+    behavior_logprobs: BehaviorLogprobs = setting(
+        "sampler", "the behaviour (old) log-probs of the PPO ratio: `sampler` those the generation backend returned "
+        "with the tokens; `learner` the learner's own, recomputed under its weights before the iteration's first "
+        "update (one no-grad forward pass over the trained samples, micro-batched like the update): use it when the "
+        "sampler runs in another dtype or engine (vLLM in bf16). The sampler's log-probs stay a batch column "
+        "(`sampler_logprobs`) for the drift metrics `learner/<policy>/sampler_*` and `tis_cap` "
+        "(docs/training_core.md \"Sampler and learner log-probs\")")
+    tis_cap: Optional[Number] = setting(
+        LOSS.tis_cap, "truncated importance sampling: each token's policy-gradient term times "
+        "`min(exp(learner_logp - sampler_logp), tis_cap)` (detached; verl's TIS, TRL's "
+        "`vllm_importance_sampling_cap`; 2.0 is their value); needs `behavior_logprobs: learner`. Metrics "
+        "`learner/<policy>/tis_weight_mean`, `tis_truncated_frac`. null: off", gt=0)
     num_epochs: StrictInt = setting(
         1, "passes over an iteration's samples; the PPO clip only acts from the second optimizer step on a batch "
         "(docs/training_core.md \"Several optimizer steps per batch\")", ge=1, rllib=True)

@@ -59,6 +59,11 @@ def _cross_checks(full: Mapping[str, Any]) -> list[tuple[tuple, str]]:
         if "env_idx" not in train["group_by"]:
             out.append((("training", "group_by"), "streaming hands over finished envs one by one, so a group must "
                         "lie in one env: keep env_idx in training.group_by (or turn training.streaming off)"))
+    if train["tis_cap"] is not None and train["behavior_logprobs"] != "learner":
+        out.append((("training", "tis_cap"), "truncated importance sampling (training.tis_cap) weighs each token by "
+                    "exp(learner log-prob - sampler log-prob), with the learner's own recomputed log-probs: set "
+                    "training.behavior_logprobs: learner (ATGRPOConfig.training(behavior_logprobs='learner')), or "
+                    f"training.tis_cap: null (training.behavior_logprobs is {train['behavior_logprobs']!r})"))
     if train["adv_norm"] != DEFAULT_ADV_NORM and est not in STD_ESTIMATORS:
         out.append((("training", "adv_norm"), f"{train['adv_norm']} rescales the std-normalised estimators "
                     f"{list(STD_ESTIMATORS)}, not {est} (dr_grpo and rloo only centre; reinforce_pp whitens per "

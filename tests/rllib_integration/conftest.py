@@ -3,6 +3,37 @@
 import pytest
 
 
+def _on_policy_samples(learner, n=6, seed=0):
+    """Samples of the policy ``shared`` (random prompt and completion token ids) whose ``logprobs`` are the
+    learner's own log-probs of their completions (as if it had just sampled them)."""
+    from types import SimpleNamespace
+
+    import numpy as np
+    import torch
+
+    from rllib_integration.core.loss import collate_samples
+
+    rng = np.random.default_rng(seed)
+    samples = []
+    for _ in range(n):
+        p, c = int(rng.integers(3, 9)), int(rng.integers(2, 8))
+        samples.append(SimpleNamespace(policy_id="shared", prompt_token_ids=rng.integers(5, 500, p).tolist(),
+                                       completion_token_ids=rng.integers(5, 500, c).tolist(), logprobs=[0.0] * c))
+    cols = collate_samples(samples, pad_token_id=0)
+    with torch.no_grad():
+        logp = learner.module["shared"]._forward(cols)["logp"]
+    for b, s in enumerate(samples):
+        s.logprobs = logp[b][cols["completion_mask"][b] > 0].tolist()
+    return samples
+
+
+@pytest.fixture
+def on_policy_samples():
+    """``make(learner, n=6, seed=0)``: samples of the policy ``shared`` whose ``logprobs`` are ``learner``'s own
+    log-probs of their completions (a learner of one policy ``shared``)."""
+    return _on_policy_samples
+
+
 @pytest.fixture(scope="module")
 def ray_session():
     """A local Ray instance for one test module (2 CPUs, one OMP thread per worker)."""

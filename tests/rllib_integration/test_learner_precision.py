@@ -130,27 +130,6 @@ def test_bf16_learner_checkpoint_restores_and_continues_identically(tiny_path, m
             assert v.dtype == opt_b[i][k].dtype and torch.equal(v, opt_b[i][k]), (i, k)
 
 
-def _on_policy_samples(learner, n=6, seed=0):
-    """Samples whose ``logprobs`` are the learner's own log-probs of their completions (as if it had just
-    sampled them), with a ``policy_id`` and the token ids a rollout sample carries."""
-    from types import SimpleNamespace
-
-    from rllib_integration.core.loss import collate_samples
-
-    rng = np.random.default_rng(seed)
-    samples = []
-    for _ in range(n):
-        p, c = int(rng.integers(3, 9)), int(rng.integers(2, 8))
-        samples.append(SimpleNamespace(policy_id="shared", prompt_token_ids=rng.integers(5, 500, p).tolist(),
-                                       completion_token_ids=rng.integers(5, 500, c).tolist(), logprobs=[0.0] * c))
-    cols = collate_samples(samples, pad_token_id=0)
-    with torch.no_grad():
-        logp = learner.module["shared"]._forward(cols)["logp"]
-    for b, s in enumerate(samples):
-        s.logprobs = logp[b][cols["completion_mask"][b] > 0].tolist()
-    return samples
-
-
 def _ppo_steps(learner, samples, *, num_epochs, minibatch_size=None):
     """``ATGRPO._update`` (the run's loop over epochs and minibatch rounds) on ``learner``; the loss metrics
     of every optimizer step, in order."""
@@ -166,8 +145,8 @@ def _ppo_steps(learner, samples, *, num_epochs, minibatch_size=None):
                       if k.startswith(("ratio_", "clip_frac"))})
         return res
 
-    fake = SimpleNamespace(config=SimpleNamespace(num_epochs=num_epochs, seed=0), iteration=0,
-                           learner_group=SimpleNamespace(update=update),
+    fake = SimpleNamespace(config=SimpleNamespace(num_epochs=num_epochs, seed=0, behavior_logprobs="sampler"),
+                           iteration=0, learner_group=SimpleNamespace(update=update),
                            _policy_setting=lambda pid, key: minibatch_size)
     adv = np.array([1.0, -1.0] * (len(samples) // 2))
     _, num_updates = ATGRPO._update(fake, samples, adv, np.ones(len(samples), dtype=bool))
@@ -176,13 +155,13 @@ def _ppo_steps(learner, samples, *, num_epochs, minibatch_size=None):
 
 
 @pytest.mark.parametrize("num_epochs,minibatch_size", [(2, None), (1, 3)], ids=["two-epochs", "two-minibatches"])
-def test_clipping_engages_from_the_second_optimizer_step(tiny_path, num_epochs, minibatch_size):
+def test_clipping_engages_from_the_second_optimizer_step(tiny_path, on_policy_samples, num_epochs, minibatch_size):
     """One optimizer step per batch never clips: the ratio is exactly the on-policy 1. With several steps per
     batch (``training.num_epochs``, or ``training.minibatch_size`` below the batch) the later steps see the
     moved policy against the sampling log-probs, and a large learning rate pushes ratios outside
     ``[1 - clip_low, 1 + clip_high]``, so the clipped term is active on some tokens."""
     learner = _learner(tiny_path, lr=0.05)
-    samples = _on_policy_samples(learner)
+    samples = on_policy_samples(learner)
     steps = _ppo_steps(learner, samples, num_epochs=num_epochs, minibatch_size=minibatch_size)
     assert len(steps) == 2
     first, second = steps
@@ -192,11 +171,11 @@ def test_clipping_engages_from_the_second_optimizer_step(tiny_path, num_epochs, 
     assert second["clip_frac"] > 0.0 and second["clip_frac_low"] + second["clip_frac_high"] > 0.0, second
 
 
-def test_one_step_per_batch_never_clips(tiny_path):
+def test_one_step_per_batch_never_clips(tiny_path, on_policy_samples):
     """``num_epochs=1`` and no minibatch size: one optimizer step on the on-policy batch, ratio 1, no clipping
     (whatever the learning rate): the clip range has no effect there, only the ratio's gradient."""
     learner = _learner(tiny_path, lr=0.05)
-    steps = _ppo_steps(learner, _on_policy_samples(learner), num_epochs=1)
+    steps = _ppo_steps(learner, on_policy_samples(learner), num_epochs=1)
     assert len(steps) == 1
     assert steps[0]["ratio_mean"] == pytest.approx(1.0, abs=1e-5) and steps[0]["clip_frac"] == 0.0
 

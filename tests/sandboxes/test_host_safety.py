@@ -427,6 +427,27 @@ print(json.dumps(out))
 """
 
 
+def _assert_build_requirements_installed() -> None:
+    """Every requirement of pyproject.toml's ``[build-system] requires`` is installed in this interpreter."""
+    import tomllib
+    from importlib.metadata import PackageNotFoundError, version
+
+    from packaging.requirements import Requirement
+
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["build-system"]["requires"]
+    missing = []
+    for text in declared:
+        req = Requirement(text)
+        try:
+            have = version(req.name)
+        except PackageNotFoundError:
+            missing.append(f"{text} (not installed)")
+            continue
+        if not req.specifier.contains(have, prereleases=True):
+            missing.append(f"{text} (installed: {have})")
+    assert not missing, f"[build-system] requires is not installed: {missing}; pip install -e .[test] brings it"
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", ["wheel", "editable"])
 def test_golden_tests_cannot_be_forged_from_a_regular_or_editable_install(tmp_path, mode):
@@ -435,17 +456,31 @@ def test_golden_tests_cannot_be_forged_from_a_regular_or_editable_install(tmp_pa
     problem file and prints the expected output of its own input scores golden 0."""
     if mode == "wheel":
         venv = tmp_path / "venv"
-        subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)],
-                       check=True)
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
         python = str(venv / "bin" / "python")
+        # The nested venv sees this interpreter's packages (a venv's, or the machine's own) through a .pth of
+        # plain paths, after its own site-packages: the wheel installed there is what imports (an editable
+        # install's finder in the outer site-packages is not run from a plain path entry).
+        import site
+        import sysconfig
+
+        nested_site = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                                     check=True, capture_output=True, text=True).stdout.strip()
+        outer = [p for p in dict.fromkeys([*site.getsitepackages(), sysconfig.get_paths()["purelib"]])
+                 if os.path.isdir(p)]
+        Path(nested_site, "_outer_site.pth").write_text("".join(f"{p}\n" for p in outer))
+        # The build uses the build requirements the project declares ([build-system] requires), installed with
+        # the test extra: not whatever else happens to be on the machine (setuptools < 70.1 needs `wheel`).
+        _assert_build_requirements_installed()
         src = tmp_path / "src"  # a copy: setuptools builds in the source tree (build/), not in the checkout
         import shutil
 
         shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(".git", "runs", "build", "*.egg-info",
                                                                  "__pycache__", ".cache", "benchmarks", "tests"))
-        subprocess.run([sys.executable, "-m", "pip", "--python", python, "install", "-q", "--no-deps",
-                        "--no-build-isolation", "--no-index", str(src)], check=True, capture_output=True,
-                       timeout=300, cwd=tmp_path)
+        built = subprocess.run([sys.executable, "-m", "pip", "--python", python, "install", "-q", "--no-deps",
+                                "--no-build-isolation", "--no-index", str(src)], capture_output=True, text=True,
+                               timeout=300, cwd=tmp_path)
+        assert built.returncode == 0, (built.stdout + built.stderr)[-3000:]
         cwd = tmp_path  # not the checkout: the installed copy must be what imports
     else:
         python, cwd = sys.executable, ROOT

@@ -116,28 +116,31 @@ def make_backend(specs: Mapping[str, LLMPolicySpec], *, backend: str = default_o
 
             return HFBackend.with_lora(base, {pid: lora_config(s.lora or {}) for pid, s in specs.items()},
                                        device=device, dtype=dtype, **hf_opts)
-        return _make("vllm", base=base, lora_adapters=_initial_adapter_dirs(base, specs),
+        from .core.backends.vllm import backend_dir
+
+        root = backend_dir()  # the backend deletes it when it closes (or the next one, if this process dies)
+        return _make("vllm", base=base, lora_adapters=_initial_adapter_dirs(base, specs, root), owned_dirs=[root],
                      max_lora_rank=max(int((s.lora or {}).get("r", LORA_DEFAULTS["r"])) for s in specs.values()),
-                     **opts)
+                     dtype=next(iter(specs.values())).dtype, **opts)
     if level == "L1":
         paths = {s.model_path for s in specs.values()}
         if len(paths) != 1:
             raise ValueError("L1 shares one model between all policies")
     if backend == "hf":
         return _make("hf", {pid: s.model_path for pid, s in specs.items()}, device=device, dtype=dtype, **hf_opts)
-    return _make("vllm", {pid: s.model_path for pid, s in specs.items()}, **opts)
+    # the policy's dtype goes to vLLM (unless rollout.vllm sets one): vLLM would sample fp32 weights in bf16
+    return _make("vllm", {pid: s.model_path for pid, s in specs.items()}, dtype=next(iter(specs.values())).dtype,
+                 **opts)
 
 
-def _initial_adapter_dirs(base: str, specs: Mapping[str, LLMPolicySpec]) -> dict[str, str]:
-    """vLLM loads LoRA adapters from directories: write fresh ones (weights arrive with the first sync)."""
-    import tempfile
-
+def _initial_adapter_dirs(base: str, specs: Mapping[str, LLMPolicySpec], root: str) -> dict[str, str]:
+    """vLLM loads LoRA adapters from directories: write fresh ones under ``root`` (weights arrive with the
+    first sync)."""
     from peft import get_peft_model
 
     from .core.models import load_model
 
     out = {}
-    root = tempfile.mkdtemp(prefix="llm-marl-adapters-")
     for pid, s in specs.items():
         model, _ = load_model(base, device="cpu")
         peft_model = get_peft_model(model, lora_config(s.lora or {}), adapter_name=pid)

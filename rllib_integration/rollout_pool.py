@@ -334,6 +334,13 @@ class RolloutWorkerPool:
             self._executor = None
         import ray
 
+        if self.local is not None:
+            self.local.close()
+        if self.actors:  # let each free its backend (vLLM engines, their files), then kill it
+            try:
+                ray.wait([a.close.remote() for a in self.actors], num_returns=len(self.actors), timeout=30)
+            except Exception:
+                pass
         for a in self.actors:
             try:
                 ray.kill(a)

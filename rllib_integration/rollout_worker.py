@@ -200,6 +200,9 @@ class _TimedBackend(GenerationBackend):
     def tokenizer(self, policy_id: str) -> Any:
         return self.inner.tokenizer(policy_id)
 
+    def close(self) -> None:
+        self.inner.close()
+
 
 class RolloutWorker:
     """Samples AT-GRPO trees (or parallel episodes) for a batch of env seeds."""
@@ -234,6 +237,10 @@ class RolloutWorker:
 
     def ping(self) -> int:
         return self.worker_index
+
+    def close(self) -> None:
+        """Free the generation backend (vLLM: its engines and the files it wrote)."""
+        self.backend.close()
 
     def set_weights(self, weights: Mapping[str, Mapping[str, Any]], version: int = 0) -> int:
         """Load the learner's weights (``version``); while a stream runs, before its next round."""

@@ -68,6 +68,47 @@ def _cross_checks(full: Mapping[str, Any]) -> list[tuple[tuple, str]]:
         out.append((("training", "adv_norm"), f"{train['adv_norm']} rescales the std-normalised estimators "
                     f"{list(STD_ESTIMATORS)}, not {est} (dr_grpo and rloo only centre; reinforce_pp whitens per "
                     "policy; gigpo: training.gigpo_std_norm); use estimator at_grpo with adv_norm none for Dr.GRPO"))
+    if full["rollout"]["backend"] == "vllm":
+        out.extend(_vllm_checks(full))
+    return out
+
+
+def _vllm_checks(full: Mapping[str, Any]) -> list[tuple[tuple, str]]:
+    """``rollout.backend: vllm``: vLLM importable here, and on CPU rollout workers (vLLM's CPU build) every
+    model's attention head size one that vLLM's CPU attention runs."""
+    import importlib.util
+    import inspect
+
+    from ..core.backends.vllm import VLLM_MISSING, cpu_head_size_problem, head_size
+
+    try:
+        missing = importlib.util.find_spec("vllm") is None
+    except ValueError:  # a module object put in sys.modules by hand has no spec: it is importable
+        missing = False
+    if missing:
+        return [(("rollout", "backend"), f"{VLLM_MISSING}; or use rollout.backend: hf")]
+    roll = full["rollout"]
+    if float(roll["num_gpus_per_worker"]) > 0 or str(full["model"].get("device") or "").startswith("cuda"):
+        return []
+    from ..core.models import build_tiny_model
+
+    tiny_defaults = {k: p.default for k, p in inspect.signature(build_tiny_model).parameters.items()}
+
+    def size(spec: Any, tiny: Mapping[str, Any]) -> Any:
+        if spec == "tiny" or isinstance(spec, Mapping):
+            args = {**tiny_defaults, **dict(tiny), **(dict(spec["tiny"]) if isinstance(spec, Mapping) else {})}
+            return int(args["hidden"]) // int(args["heads"])
+        return head_size(spec) if isinstance(spec, str) and spec != "smollm2" else None
+
+    out = []
+    models: list[tuple[tuple[str, ...], Any]] = [
+        (("model", "tiny" if full["model"]["path"] == "tiny" else "path"), full["model"]["path"])]
+    models += [(("policies", pid, "model"), p["model"]) for pid, p in full["policies"].items()
+               if p.get("model") is not None]
+    for loc, spec in models:
+        problem = cpu_head_size_problem(size(spec, full["model"]["tiny"]), f"{'.'.join(loc)} ({spec!r})")
+        if problem:
+            out.append((loc, f"rollout.backend: vllm on CPU rollout workers: {problem}"))
     return out
 
 

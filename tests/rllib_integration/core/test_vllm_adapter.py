@@ -1,5 +1,8 @@
 """The vLLM adapter against a fake ``vllm`` module whose classes have vLLM's documented offline
-signatures (``LLM``, ``SamplingParams``, ``LoRARequest``); vLLM itself cannot run here."""
+signatures (``LLM``, ``SamplingParams``, ``LoRARequest``), for what needs no engine (the option plumbing,
+per-prompt seeds, missing log-probs, file clean-up). The fake refuses what real vLLM refuses:
+``collective_rpc`` serialises its arguments with msgpack (a tensor does not survive it) and calls worker
+methods by name. Real vLLM (its CPU build) runs the same paths in tests/rllib_integration/test_vllm.py."""
 
 import sys
 import types
@@ -69,9 +72,23 @@ class FakeLLM:
         self.calls.append(("reset_prefix_cache",))
         return True
 
+    WORKER_METHODS = ("reload_weights",)
+
     def collective_rpc(self, method, timeout=None, args=(), kwargs=None):
-        self.calls.append(("collective_rpc", method, args))
-        return [True]
+        import msgpack
+
+        if not isinstance(method, str) or method not in self.WORKER_METHODS:
+            raise TypeError(f"fake vLLM: collective_rpc calls a worker method by name, got {method!r}")
+        try:  # what vLLM's msgpack encoder does with the arguments (a tensor would arrive as a list)
+            msgpack.packb([list(args), dict(kwargs or {})])
+        except TypeError as e:
+            raise TypeError(f"fake vLLM: collective_rpc arguments must survive msgpack: {e}") from e
+        path = Path((kwargs or {}).get("weights_path", ""))
+        files = sorted(p.name for p in path.glob("*.safetensors")) if path.is_dir() else []
+        if not files:
+            raise FileNotFoundError(f"fake vLLM: reload_weights finds no *.safetensors in {str(path)!r}")
+        self.calls.append(("collective_rpc", method, kwargs, files))
+        return [None]
 
 
 @pytest.fixture()
@@ -128,9 +145,30 @@ def test_missing_logprob_is_an_error_not_nan(fake_vllm):
 
 def test_weight_loads_reset_prefix_cache(fake_vllm):
     be = VLLMBackend({"a": "/m/a"})
-    be.update_weights("a", {"w": torch.ones(2)})
+    emb = torch.ones(4, 2)
+    be.update_weights("a", {"model.embed_tokens.weight": emb, "lm_head.weight": emb})  # tied: one storage
     (eng,) = FakeLLM.instances
     assert [c[0] for c in eng.calls] == ["collective_rpc", "reset_prefix_cache"]
+    _, method, kwargs, files = eng.calls[0]
+    assert method == "reload_weights" and kwargs["is_checkpoint_format"] is True and files == ["model.safetensors"]
+    assert not list(Path(kwargs["weights_path"]).iterdir())  # the file is gone once loaded
+    assert be.sync_seconds > 0
+    be.close()
+    assert not Path(kwargs["weights_path"]).exists()
+
+
+def test_the_fake_refuses_what_vllm_refuses(fake_vllm):
+    eng = FakeLLM("/m/a")
+    with pytest.raises(TypeError, match="msgpack"):
+        eng.collective_rpc("reload_weights", kwargs={"weights_iterator": [("w", torch.ones(2))]})
+    with pytest.raises(TypeError, match="by name"):
+        eng.collective_rpc(lambda worker: worker.model_runner.model.load_weights([]))
+
+
+def test_policy_dtype_reaches_the_engine_unless_options_set_one(fake_vllm):
+    VLLMBackend({"a": "/m/a"}, dtype="float32")
+    VLLMBackend({"a": "/m/a"}, dtype="float32", engine_options={"dtype": "bfloat16"})
+    assert [e.kwargs["dtype"] for e in FakeLLM.instances] == ["float32", "bfloat16"]
 
 
 def test_lora_updates_reset_cache_and_clean_old_dirs(fake_vllm, tmp_path):
@@ -147,3 +185,52 @@ def test_lora_updates_reset_cache_and_clean_old_dirs(fake_vllm, tmp_path):
     assert be._lora["a"].lora_int_id == 4  # a fresh id per update
     be.close()
     assert not dirs[-1].exists()
+
+
+def test_engine_cores_split_without_sharing():
+    from rllib_integration.core.backends.vllm import engine_cores
+
+    assert engine_cores(2, [0, 1]) == ["0", "1"]
+    assert engine_cores(1, [0, 1]) == ["0,1"]
+    assert engine_cores(2, [4, 5, 6]) == ["4,5", "6"]
+    with pytest.warns(UserWarning, match="3 vLLM CPU engines on 2 cores"):
+        assert engine_cores(3, [0, 1]) == ["0", "1", "0"]
+
+
+def test_stale_dirs_of_dead_processes_are_swept(tmp_path):
+    import subprocess
+
+    from rllib_integration.core.backends.vllm import sweep_stale_dirs
+
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    stale = tmp_path / f"llm-marl-vllm-{gone.pid}-x"
+    live = tmp_path / f"llm-marl-vllm-{__import__('os').getpid()}-y"
+    other = tmp_path / "llm-marl-other-1-z"
+    for d in (stale, live, other):
+        (d / "sub").mkdir(parents=True)
+    assert sweep_stale_dirs([str(tmp_path)]) == [str(stale)]
+    assert not stale.exists() and live.exists() and other.exists()
+
+
+def test_vllm_run_config_checks_before_ray(fake_vllm):
+    from rllib_integration.settings import ConfigError
+    from rllib_integration.settings.validation import validate_settings
+
+    with pytest.raises(ConfigError, match=r"model.tiny: .*head size 16.*32-512.*heads: 2"):
+        validate_settings({"rollout": {"backend": "vllm"}})
+    validate_settings({"rollout": {"backend": "vllm"}, "model": {"tiny": {"heads": 2}}})
+    validate_settings({"rollout": {"backend": "vllm", "num_gpus_per_worker": 1}})  # a GPU engine: no CPU limit
+
+
+def test_vllm_missing_fails_naming_the_setting(monkeypatch):
+    import importlib.util
+
+    from rllib_integration.settings import ConfigError
+    from rllib_integration.settings.validation import validate_settings
+
+    real = importlib.util.find_spec
+    monkeypatch.delitem(sys.modules, "vllm", raising=False)
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "vllm" else real(name, *a))
+    with pytest.raises(ConfigError, match=r"rollout.backend: vLLM is not installed.*setup_vllm.sh"):
+        validate_settings({"rollout": {"backend": "vllm"}})

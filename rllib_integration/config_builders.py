@@ -149,8 +149,8 @@ class ConfigBuilders:
                 default ``1``).
             num_gpus_per_rollout_worker: GPUs reserved per rollout worker (generation runs on `cuda` then) (YAML
                 ``rollout.num_gpus_per_worker``; default ``0``).
-            generation_backend: generation backend: `hf` (transformers, CPU/GPU) or `vllm` (GPU) (YAML
-                ``rollout.backend``; default ``'hf'``).
+            generation_backend: generation backend: `hf` (transformers, CPU/GPU) or `vllm` (vLLM on a GPU, or
+                its CPU build: docs/vllm.md) (YAML ``rollout.backend``; default ``'hf'``).
             max_rollout_worker_restarts: crashed workers restarted (their batch redone) per run before the run
                 fails (YAML ``rollout.max_worker_restarts``; default ``3``).
             train_task_pool: null: fresh training problems every iteration (seed = `seed*1e6 + it*n + j`); N:
@@ -192,8 +192,8 @@ class ConfigBuilders:
                 generating (one vocabulary row per step, never stacked), `forward` one chunked forward pass
                 after generating (YAML ``rollout.logprobs``; default ``'sampled'``).
             vllm_options: vLLM backend: keyword arguments of every `vllm.LLM(...)` (e.g.
-                `gpu_memory_utilization`, `dtype`, `max_model_len`; at L3 each policy's engine gets them) (YAML
-                ``rollout.vllm``; default ``{}``).
+                `gpu_memory_utilization`, `max_model_len`, `enforce_eager`; at L3 each policy's engine gets
+                them); `dtype` defaults to `model.dtype` (YAML ``rollout.vllm``; default ``{}``).
             **unknown: none: an unknown keyword raises ConfigError naming the close match (typed ``Never`` so
                 that type checkers flag it too).
         """

@@ -169,7 +169,7 @@ class RolloutSettings(Section):
                                           ge=0, attr="num_gpus_per_rollout_worker",
                                           why="RLlib's `num_gpus_per_worker` is its own (EnvRunners)")
     backend: GenerationBackend = setting(
-        "hf", "generation backend: `hf` (transformers, CPU/GPU) or `vllm` (GPU)", attr="generation_backend",
+        "hf", "generation backend: `hf` (transformers, CPU/GPU) or `vllm` (vLLM on a GPU, or its CPU build: docs/vllm.md)", attr="generation_backend",
         why="`backend` alone does not say of what")
     max_worker_restarts: StrictInt = setting(
         3, "crashed workers restarted (their batch redone) per run before the run fails", ge=0,
@@ -222,8 +222,9 @@ class RolloutSettings(Section):
         "(one vocabulary row per step, never stacked), `forward` one chunked forward pass after generating",
         attr="rollout_logprobs", why="`logprobs` alone does not say of what")
     vllm: dict[str, Any] = setting(
-        {}, "vLLM backend: keyword arguments of every `vllm.LLM(...)` (e.g. `gpu_memory_utilization`, `dtype`, "
-        "`max_model_len`; at L3 each policy's engine gets them)", attr="vllm_options",
+        {}, "vLLM backend: keyword arguments of every `vllm.LLM(...)` (e.g. `gpu_memory_utilization`, "
+        "`max_model_len`, `enforce_eager`; at L3 each policy's engine gets them); `dtype` defaults to `model.dtype`",
+        attr="vllm_options",
         why="`vllm` alone does not say it is engine options")
 
 

@@ -245,6 +245,8 @@ class ATGRPO(Algorithm):
         """One AT-GRPO iteration: sample, advantages, update, sync."""
         t0 = time.perf_counter()
         batch = self._sample_trees()
+        if self.config.vllm_sleep:  # the learner gets the engines' GPU memory; the weight sync wakes them
+            self.rollout_workers.sleep()
         t1 = time.perf_counter()
         adv, gids, keep = self._advantages(batch["samples"])
         t2 = time.perf_counter()

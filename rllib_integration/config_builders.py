@@ -136,6 +136,7 @@ class ConfigBuilders:
         generation_compile: Optional[bool] = NOT_PROVIDED,
         rollout_logprobs: Literal['sampled', 'forward'] = NOT_PROVIDED,
         vllm_options: Mapping[str, Any] = NOT_PROVIDED,
+        vllm_sleep: bool = NOT_PROVIDED,
         **unknown: Never,
     ) -> Self:
         """The rollout-worker actors: how many, their resources, envs per iteration, backend and sandbox.
@@ -194,6 +195,10 @@ class ConfigBuilders:
             vllm_options: vLLM backend: keyword arguments of every `vllm.LLM(...)` (e.g.
                 `gpu_memory_utilization`, `max_model_len`, `enforce_eager`; at L3 each policy's engine gets
                 them); `dtype` defaults to `model.dtype` (YAML ``rollout.vllm``; default ``{}``).
+            vllm_sleep: vLLM on a GPU: the engines sleep while the learner updates (vLLM sleep mode, level 1:
+                weights offloaded to CPU memory, KV cache freed) and wake before the weight sync, so the learner
+                can use their GPU memory; synchronous training only (YAML ``rollout.vllm_sleep``; default
+                ``False``).
             **unknown: none: an unknown keyword raises ConfigError naming the close match (typed ``Never`` so
                 that type checkers flag it too).
         """
@@ -216,6 +221,7 @@ class ConfigBuilders:
             'generation_compile': generation_compile,
             'rollout_logprobs': rollout_logprobs,
             'vllm_options': vllm_options,
+            'vllm_sleep': vllm_sleep,
         }, unknown)
 
     def environment(

@@ -139,6 +139,22 @@ class RolloutWorkerPool:
                 self._pending_sets.append((i, actor, actor.set_weights.remote(self._weights_ref, self._version)))
         return self._version
 
+    def sleep(self) -> None:
+        """Every worker's backend frees its device memory (vLLM's sleep mode) until its next weight load or
+        sample. A worker that died is restarted at the next sample, as always."""
+        if self.local is not None:
+            self.local.sleep()
+            return
+        import ray
+
+        refs = [a.sleep.remote() for a in self.actors]
+        for ref in refs:
+            try:
+                ray.get(ref)
+            except Exception as e:  # noqa: BLE001 - a dead actor: restarted (with the weights) at the next sample
+                logger.warning("rollout worker did not go to sleep (%s); it is restarted at the next sample",
+                               type(e).__name__)
+
     @property
     def version(self) -> int:
         """The version of the weights last pushed (:meth:`sync_weights`); samples carry theirs."""

@@ -111,7 +111,7 @@ def backend_options(cfg: Any) -> dict[str, Any]:
     """The generation backend's keywords from a run's config (``rollout.static_cache/compile/logprobs/
     max_batch_size/warmup``, or ``rollout.vllm`` for the vLLM backend): ``policies.make_backend(options=)``."""
     if cfg.generation_backend == "vllm":
-        return {"engine_options": dict(cfg.vllm_options or {})}
+        return {"engine_options": dict(cfg.vllm_options or {}), "sleep_mode": bool(cfg.vllm_sleep)}
     return {"static_cache": bool(cfg.static_cache), "compile": cfg.generation_compile,
             "logprobs": cfg.rollout_logprobs, "max_batch_size": int(cfg.generation_max_batch_size),
             "warmup": bool(cfg.generation_warmup)}
@@ -200,6 +200,9 @@ class _TimedBackend(GenerationBackend):
     def tokenizer(self, policy_id: str) -> Any:
         return self.inner.tokenizer(policy_id)
 
+    def sleep(self) -> None:
+        self.inner.sleep()
+
     def close(self) -> None:
         self.inner.close()
 
@@ -237,6 +240,11 @@ class RolloutWorker:
 
     def ping(self) -> int:
         return self.worker_index
+
+    def sleep(self) -> None:
+        """Free the backend's device memory while the learner updates (vLLM's sleep mode; woken by the next
+        weight load or sample)."""
+        self.backend.sleep()
 
     def close(self) -> None:
         """Free the generation backend (vLLM: its engines and the files it wrote)."""

@@ -169,7 +169,8 @@ class RolloutSettings(Section):
                                           ge=0, attr="num_gpus_per_rollout_worker",
                                           why="RLlib's `num_gpus_per_worker` is its own (EnvRunners)")
     backend: GenerationBackend = setting(
-        "hf", "generation backend: `hf` (transformers, CPU/GPU) or `vllm` (vLLM on a GPU, or its CPU build: docs/vllm.md)", attr="generation_backend",
+        "hf", "generation backend: `hf` (transformers, CPU/GPU) or `vllm` (vLLM on a GPU, or its CPU build: "
+        "docs/vllm.md)", attr="generation_backend",
         why="`backend` alone does not say of what")
     max_worker_restarts: StrictInt = setting(
         3, "crashed workers restarted (their batch redone) per run before the run fails", ge=0,
@@ -226,6 +227,10 @@ class RolloutSettings(Section):
         "`max_model_len`, `enforce_eager`; at L3 each policy's engine gets them); `dtype` defaults to `model.dtype`",
         attr="vllm_options",
         why="`vllm` alone does not say it is engine options")
+    vllm_sleep: StrictBool = setting(
+        False, "vLLM on a GPU: the engines sleep while the learner updates (vLLM sleep mode, level 1: weights "
+        "offloaded to CPU memory, KV cache freed) and wake before the weight sync, so the learner can use their GPU "
+        "memory; synchronous training only")
 
 
 class TrainingSettings(Section):

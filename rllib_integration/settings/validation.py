@@ -70,6 +70,19 @@ def _cross_checks(full: Mapping[str, Any]) -> list[tuple[tuple, str]]:
                     "policy; gigpo: training.gigpo_std_norm); use estimator at_grpo with adv_norm none for Dr.GRPO"))
     if full["rollout"]["backend"] == "vllm":
         out.extend(_vllm_checks(full))
+    roll = full["rollout"]
+    if roll["vllm_sleep"]:
+        if roll["backend"] != "vllm":
+            out.append((("rollout", "vllm_sleep"), "sleep mode is vLLM's: set rollout.backend: vllm, or "
+                        "rollout.vllm_sleep: false"))
+        elif float(roll["num_gpus_per_worker"]) <= 0:
+            out.append((("rollout", "vllm_sleep"), "vLLM's sleep mode frees GPU memory; these rollout workers "
+                        "generate on the CPU (rollout.num_gpus_per_worker: 0), where vLLM has no sleep mode: set "
+                        "rollout.vllm_sleep: false"))
+        if train["max_staleness"] > 0 or train["streaming"]:
+            out.append((("rollout", "vllm_sleep"), "the engines sleep while the learner updates, so sampling "
+                        "cannot overlap the update: set training.max_staleness: 0 and training.streaming: false, "
+                        "or rollout.vllm_sleep: false"))
     return out
 
 

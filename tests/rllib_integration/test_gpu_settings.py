@@ -39,7 +39,7 @@ def test_gpu_keys_reach_atgrpo_config_specs_and_backend():
     be = make_backend({"shared": LLMPolicySpec("shared", str(build_tiny_model()))}, device="cpu", options=opts)
     assert (be.max_batch_size, be.static_cache, be.logprobs_mode) == (24, True, "forward")
     c.generation_backend = "vllm"
-    assert backend_options(c) == {"engine_options": {"gpu_memory_utilization": 0.3}}
+    assert backend_options(c) == {"engine_options": {"gpu_memory_utilization": 0.3}, "sleep_mode": False}
 
 
 def test_per_policy_kl_and_entropy_coefficients():

@@ -130,6 +130,21 @@ def test_lora_sync_logprobs_match_the_peft_model(model_path):
     assert _own_dirs() <= before
 
 
+def test_sleep_mode_is_refused_on_cpu_and_the_calls_it_makes_are_vllms(full_backend, model_path):
+    """vLLM's CPU build ignores sleep (it frees GPU memory), so ``sleep_mode`` is refused on CPU; the calls the
+    backend makes on a GPU (``LLM.sleep(level=1)``, ``LLM.wake_up()``) are accepted by this vLLM and generation
+    goes on after them."""
+    from rllib_integration.core.backends import VLLMBackend
+
+    with pytest.raises(ValueError, match="CPU build has no sleep mode"):
+        VLLMBackend({"a": str(model_path)}, sleep_mode=True, engine_options=ENGINE)
+    full_backend._asleep = False
+    full_backend.sleep()
+    assert full_backend._asleep
+    out = full_backend.generate([GenerationRequest("a", prompt="1 2 3")], SamplingParams(max_new_tokens=4, seed=0))
+    assert not full_backend._asleep and out[0][0].token_ids
+
+
 def test_a_head_size_vllm_cpu_cannot_run_is_refused_before_an_engine_starts():
     from rllib_integration.core.backends import VLLMBackend
 

@@ -100,5 +100,9 @@ class GenerationBackend(abc.ABC):
         if policy_id not in self.policies():
             raise KeyError(f"unknown policy_id {policy_id!r}; this backend serves {sorted(self.policies())}")
 
+    def sleep(self) -> None:  # noqa: B027 - an optional hook: a no-op for backends without a sleep mode
+        """Free the engine's device memory until the next :meth:`generate` or :meth:`update_weights` (optional:
+        vLLM's sleep mode while the learner updates on the same GPU)."""
+
     def close(self) -> None:  # noqa: B027 - an optional hook: a no-op for backends that hold nothing
         """Free engine resources (optional)."""

@@ -30,6 +30,9 @@
   directory is deleted.
 * After every weight load (full model or adapter) the engine's prefix cache is reset with
   ``LLM.reset_prefix_cache()``: cached prompt prefixes hold KV computed with the old weights.
+* ``sleep_mode=True`` (GPU only; ``rollout.vllm_sleep``): engines built with ``enable_sleep_mode``;
+  :meth:`VLLMBackend.sleep` puts them to sleep (level 1) while the learner updates, and the next ``generate``
+  or ``update_weights`` wakes them (``LLM.wake_up()``).
 * Files: everything the backend writes lives under one directory per process
   (``llm-marl-vllm-<pid>-*`` in the temp dir, and its weight files in ``/dev/shm``), removed by
   :meth:`VLLMBackend.close`, at interpreter exit, and, for a process that was killed (a rollout actor that
@@ -182,6 +185,7 @@ class VLLMBackend(GenerationBackend):
         engine_options: Optional[Mapping[str, Any]] = None,
         dtype: Optional[str] = None,
         owned_dirs: Sequence[str | os.PathLike] = (),
+        sleep_mode: bool = False,
         **llm_kwargs: Any,
     ) -> None:
         import weakref
@@ -200,6 +204,12 @@ class VLLMBackend(GenerationBackend):
         if not models:
             raise ValueError("VLLMBackend needs policies={id: path} or base= with lora_adapters={id: dir}")
         self.on_cpu = _on_cpu()
+        if sleep_mode:
+            if self.on_cpu:
+                raise ValueError("rollout.vllm_sleep: vLLM's CPU build has no sleep mode (it frees GPU memory); set "
+                                 "rollout.vllm_sleep: false")
+            llm_kwargs.setdefault("enable_sleep_mode", True)
+        self._asleep = False
         if self.on_cpu:
             for m in sorted(models):
                 problem = cpu_head_size_problem(head_size(m), f"the model at {m}")
@@ -276,8 +286,26 @@ class VLLMBackend(GenerationBackend):
         self._check_policy(policy_id)
         return self._engines[policy_id].get_tokenizer()
 
+    def _distinct_engines(self) -> list[Any]:
+        return list({id(e): e for e in self._engines.values()}.values())
+
+    def sleep(self) -> None:
+        """vLLM's sleep mode, level 1, on every engine (weights offloaded to CPU memory, KV cache freed): the
+        learner can use their GPU memory. The next :meth:`generate` or :meth:`update_weights` wakes them."""
+        if not self._asleep:
+            for engine in self._distinct_engines():
+                engine.sleep(level=1)
+            self._asleep = True
+
+    def wake_up(self) -> None:
+        if self._asleep:
+            for engine in self._distinct_engines():
+                engine.wake_up()
+            self._asleep = False
+
     def generate(self, requests: Sequence[GenerationRequest], params: SamplingParams) -> list[list[Completion]]:
         vllm = self._vllm
+        self.wake_up()
 
         def sampling(i: int):
             return vllm.SamplingParams(n=params.n, temperature=params.temperature, top_p=params.top_p,
@@ -332,6 +360,7 @@ class VLLMBackend(GenerationBackend):
 
     def update_weights(self, policy_id: str, state_dict: Mapping[str, Any]) -> None:
         self._check_policy(policy_id)
+        self.wake_up()
         t0 = time.perf_counter()
         try:
             if policy_id in self._lora:
@@ -375,7 +404,7 @@ class VLLMBackend(GenerationBackend):
             path.unlink(missing_ok=True)
 
     def close(self) -> None:
-        for engine in {id(e): e for e in self._engines.values()}.values():
+        for engine in self._distinct_engines():
             shutdown = getattr(getattr(getattr(engine, "llm_engine", None), "engine_core", None), "shutdown", None)
             if callable(shutdown):
                 try:

@@ -68,6 +68,13 @@ class FakeLLM:
             outs.append(types.SimpleNamespace(prompt_token_ids=[1, 2], outputs=comps))
         return outs
 
+    def sleep(self, level: int = 1, mode: str = "abort") -> None:
+        self.calls.append(("sleep", level))
+
+    def wake_up(self, tags=None) -> bool:
+        self.calls.append(("wake_up",))
+        return True
+
     def reset_prefix_cache(self, device=None) -> bool:
         self.calls.append(("reset_prefix_cache",))
         return True
@@ -234,3 +241,34 @@ def test_vllm_missing_fails_naming_the_setting(monkeypatch):
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "vllm" else real(name, *a))
     with pytest.raises(ConfigError, match=r"rollout.backend: vLLM is not installed.*setup_vllm.sh"):
         validate_settings({"rollout": {"backend": "vllm"}})
+
+
+def test_sleep_mode_sleeps_once_and_wakes_before_the_next_load_or_generate(fake_vllm):
+    be = VLLMBackend({"a": "/m/a", "b": "/m/b"}, sleep_mode=True)
+    a, b = FakeLLM.instances
+    assert a.kwargs["enable_sleep_mode"] is True
+    be.sleep()
+    be.sleep()  # already asleep: nothing more
+    assert [c[0] for c in a.calls] == ["sleep"] and [c[0] for c in b.calls] == ["sleep"]
+    be.update_weights("a", {"w": torch.ones(2)})  # wakes every engine before loading
+    assert [c[0] for c in a.calls] == ["sleep", "wake_up", "collective_rpc", "reset_prefix_cache"]
+    assert [c[0] for c in b.calls] == ["sleep", "wake_up"]
+    be.sleep()
+    be.generate([GenerationRequest("b", prompt="x")], SamplingParams(max_new_tokens=3))
+    assert [c[0] for c in b.calls][-3:] == ["sleep", "wake_up", "generate"]
+
+
+@pytest.mark.parametrize("sets,match", [
+    ({"rollout": {"vllm_sleep": True}}, "sleep mode is vLLM's"),
+    ({"rollout": {"backend": "vllm", "vllm_sleep": True}, "model": {"tiny": {"heads": 2}}}, "no sleep mode"),
+    ({"rollout": {"backend": "vllm", "vllm_sleep": True, "num_gpus_per_worker": 1},
+      "training": {"max_staleness": 1}}, "cannot overlap the update"),
+])
+def test_vllm_sleep_config_errors(fake_vllm, sets, match):
+    from rllib_integration.settings import ConfigError
+    from rllib_integration.settings.validation import validate_settings
+
+    with pytest.raises(ConfigError, match=f"rollout.vllm_sleep: .*{match}"):
+        validate_settings(sets)
+    if "training" in sets:
+        validate_settings({**sets, "training": {"max_staleness": 0}})  # a GPU, synchronous: accepted

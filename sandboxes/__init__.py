@@ -3,12 +3,14 @@
 ``sandboxes.make(name, **limits)`` returns a :class:`Sandbox`; ``sandbox.run(code, ...)``
 returns an :class:`ExecutionResult`. Backends: ``bwrap`` (default), ``local`` (rlimits
 only, not isolation), ``docker``. ``make("auto")`` picks bwrap when it works, else local
-with a warning.
+with a warning. A fault of the sandbox itself (a warm worker that died by no doing of the
+program) is retried on a fresh worker; if it persists, ``run`` raises
+:class:`SandboxInfrastructureError`, never a status.
 """
 
 from .base import (STATUSES, ExecutionResult, Limits, LimitError, Program, Sandbox, SandboxError,
-                   SandboxUnavailable)
+                   SandboxInfrastructureError, SandboxUnavailable)
 from .registry import available_backends, make
 
 __all__ = ["STATUSES", "ExecutionResult", "Limits", "LimitError", "Program", "Sandbox", "SandboxError",
-           "SandboxUnavailable", "available_backends", "make"]
+           "SandboxInfrastructureError", "SandboxUnavailable", "available_backends", "make"]

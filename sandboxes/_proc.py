@@ -19,6 +19,7 @@ import os
 import resource
 import select
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -194,6 +195,24 @@ def collect(out_fd: int, err_fd: int, *, cap: int, deadline: float,
     res.stdout = bytes(bufs[out_fd])
     res.stderr = bytes(bufs[err_fd])
     return res
+
+
+def peer_gone(sock: socket.socket) -> bool:
+    """Whether the other end of an idle control connection is gone (closed or reset: readable
+    with nothing to read); a check without waiting. Pending data does not count as gone."""
+    poller = select.poll()
+    poller.register(sock, select.POLLIN)
+    events = poller.poll(0)
+    if not events:
+        return False
+    if events[0][1] & (select.POLLHUP | select.POLLERR | select.POLLNVAL):
+        return True
+    try:
+        return sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
 
 
 def decode(b: bytes) -> str:

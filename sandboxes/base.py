@@ -6,28 +6,45 @@ One call runs one program::
     result.status   # "ok" | "error" | "timeout" | "memory" | "output_limit" | "killed"
 
 The status meanings are in :mod:`sandboxes.records`; every backend classifies through
-:func:`sandboxes.records.classify` (also importable from here, as before).
+:func:`sandboxes.records.classify` (also importable from here, as before). A fault of the
+sandbox itself is no status: ``run`` retries the program on a fresh worker and, if that
+fails too, raises :class:`~sandboxes.records.SandboxInfrastructureError`.
 """
 
 from __future__ import annotations
 
 import abc
 import os
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Iterable, Mapping, Sequence
 
 from . import testing
-from .records import (STATUSES, ExecutionResult, LimitError, Limits, Program, SandboxError, SandboxUnavailable,
-                      cap_output, classify)
+from .records import (STATUSES, ExecutionResult, LimitError, Limits, Program, SandboxError,
+                      SandboxInfrastructureError, SandboxUnavailable, WorkerLost, cap_output, classify)
 
-__all__ = ["STATUSES", "ExecutionResult", "LimitError", "Limits", "Program", "Sandbox", "SandboxError",
-           "SandboxUnavailable", "cap_output", "classify"]
+__all__ = ["FAULT_COUNTERS", "STATUSES", "ExecutionResult", "LimitError", "Limits", "Program", "Sandbox",
+           "SandboxError", "SandboxInfrastructureError", "SandboxUnavailable", "WorkerLost", "cap_output", "classify"]
+
+#: The infrastructure-fault counters every sandbox has (see :meth:`Sandbox.fault_counts`).
+FAULT_COUNTERS = ("dead_workers_replaced", "runs_retried", "infrastructure_errors")
+_COUNT_LOCK = threading.Lock()
 
 
 class Sandbox(abc.ABC):
     """A backend. Create one with :func:`sandboxes.make`; safe to use from many threads."""
 
     name: str = "abstract"
+    #: How many times :meth:`run` tries a program again on a fresh worker when the worker under it
+    #: was lost by no doing of the program (:class:`~sandboxes.records.WorkerLost`); then it raises
+    #: :class:`~sandboxes.records.SandboxInfrastructureError`. Set it per instance to change it.
+    infra_retries: int = 2
+    #: Counters of infrastructure faults (class defaults; each sandbox counts its own):
+    #: warm workers found dead or lost under a run and replaced, runs tried again because of
+    #: that, and runs that raised :class:`~sandboxes.records.SandboxInfrastructureError`.
+    dead_workers_replaced: int = 0
+    runs_retried: int = 0
+    infrastructure_errors: int = 0
 
     def __init__(self, limits: Limits | None = None, **limit_kwargs: Any) -> None:
         self.limits = (limits or Limits()).replace(**limit_kwargs) if limit_kwargs else (limits or Limits())
@@ -53,9 +70,35 @@ class Sandbox(abc.ABC):
         if files:
             _check_files(files)
         limits = self.limits.replace(timeout_s=timeout_s, memory_mb=memory_mb)
-        result = self._run(code, stdin, limits, files)
+        tries = 0
+        while True:
+            tries += 1
+            try:
+                result = self._run(code, stdin, limits, files)
+                break
+            except WorkerLost as exc:  # the sandbox's fault, not the program's: never a status
+                if tries > self.infra_retries:
+                    self.count_fault("infrastructure_errors")
+                    raise SandboxInfrastructureError(
+                        f"the {self.name} sandbox lost its worker under this run {tries} time(s) in a row ({exc}); "
+                        "the program's outcome is unknown (an infrastructure fault, not the program's doing: "
+                        "do not score it)", attempts=tries) from exc
+                self.count_fault("runs_retried")
         result.backend = self.name
         return result
+
+    def count_fault(self, name: str) -> None:
+        """Add one to the infrastructure-fault counter ``name`` (one of :data:`FAULT_COUNTERS`); thread-safe."""
+        if name not in FAULT_COUNTERS:
+            raise ValueError(f"unknown fault counter {name!r}; known: {FAULT_COUNTERS}")
+        with _COUNT_LOCK:
+            setattr(self, name, getattr(self, name) + 1)
+
+    def fault_counts(self) -> dict[str, int]:
+        """The infrastructure-fault counters of this sandbox: ``dead_workers_replaced``, ``runs_retried``,
+        ``infrastructure_errors`` (all 0 for a backend without workers that can die)."""
+        with _COUNT_LOCK:
+            return {name: int(getattr(self, name)) for name in FAULT_COUNTERS}
 
     def run_many(self, programs: Iterable[Program | str | tuple[str, str]],
                  max_workers: int | None = None) -> list[ExecutionResult]:

@@ -7,6 +7,12 @@ hands out, reuses and removes warm containers and runs one program in one of the
 run the fork server kills every process but itself, empties every writable place (without
 recursion, ``programs/wipe.py``) and reports ``clean``; any doubt costs the container.
 docs/docker.md has the isolation argument.
+
+A container whose fork server is gone (killed from outside while idle, or during a run
+without an OOM kill) never returns to the pool: an idle one is checked when it is taken
+(its attach connection closed), and a run that loses its server raises
+:class:`~sandboxes.records.WorkerLost`, which :meth:`~sandboxes.base.Sandbox.run` retries on
+a fresh container (then :class:`~sandboxes.records.SandboxInfrastructureError`).
 """
 
 from __future__ import annotations
@@ -21,10 +27,10 @@ import time
 import uuid
 from typing import Any, Callable, Mapping
 
-from . import programs
+from . import _proc, programs
 from ._docker import BACKSTOP_GRACE_S, CONTAINER_PREFIX, LABEL, MINIMAL_ENV, SANDBOX_UID, SCRATCH, STALE_GRACE_S, \
     _close, _pack
-from .records import ExecutionResult, Limits, SandboxError, cap_output, classify
+from .records import ExecutionResult, Limits, SandboxError, WorkerLost, cap_output, classify
 
 # PID 1 of a warm container: the fork server, after its helpers.
 FORK_SERVER = programs.joined("docker_io.py", "wipe.py", "docker_fork_server.py")
@@ -45,6 +51,7 @@ class WarmContainers:
     _pool_lock: threading.Lock
     _host_config: Callable[[Limits], dict[str, Any]]
     _remove: Callable[[str], None]
+    count_fault: Callable[[str], None]
 
     def _acquire(self, limits: Limits) -> "_Warm":
         key = (limits.memory_mb, limits.max_processes, limits.scratch_mb)
@@ -54,7 +61,9 @@ class WarmContainers:
                 old = idle.pop()
                 # Replace well before the deadline label, after which cleanup_stale may remove it.
                 if old.runs < self.warm_max_runs and time.monotonic() - old.started < self.warm_ttl_s - STALE_GRACE_S:
-                    return old
+                    if not _proc.peer_gone(old.raw):
+                        return old
+                    self.count_fault("dead_workers_replaced")  # killed while idle: never handed out
                 self._discard(old)
         name = f"{CONTAINER_PREFIX}warm-{uuid.uuid4().hex}"
         labels = {LABEL: "1", f"{LABEL}.owner": self._owner, f"{LABEL}.warm": "1",
@@ -141,11 +150,15 @@ class WarmContainers:
                 # The server itself enforces timeout_s; this is the backstop: remove it all.
                 return ExecutionResult(status="timeout", wall_s=time.monotonic() - t0)
             except (SandboxError, OSError) as exc:
-                # The fork server died under this run (the OOM killer, or a crash the program
-                # caused): the run still gets a result, and the container is replaced.
-                return ExecutionResult(status="memory" if self._oom_killed(w.id) else "killed",
-                                       stderr=f"sandbox: the warm container's server died during the run ({exc})",
-                                       wall_s=time.monotonic() - t0, signal=signal.SIGKILL)
+                # The fork server is gone. Killed by the OOM killer (the program's memory): the run's
+                # result. Otherwise (killed from outside, the engine lost the connection) it is no
+                # doing of the program: the container is replaced and Sandbox.run retries the run.
+                if self._oom_killed(w.id):
+                    return ExecutionResult(status="memory",
+                                           stderr=f"sandbox: the warm container's server died during the run ({exc})",
+                                           wall_s=time.monotonic() - t0, signal=signal.SIGKILL)
+                self.count_fault("dead_workers_replaced")
+                raise WorkerLost(f"the warm container's server was lost during the run ({exc!r})") from exc
             keep = bool(res.get("clean"))
             w.runs += 1
             sig = res.get("signal")

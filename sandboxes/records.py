@@ -16,6 +16,12 @@ Status meaning (every backend classifies the same way):
 - ``output_limit``: stdout + stderr went past ``max_output_bytes``; it was killed.
 - ``killed``: it died from a signal that none of the above explains (for example the
   program killed itself or its parent), or the process cap stopped a fork bomb.
+
+No status stands for a fault of the sandbox itself: when a warm worker dies under a run (or
+is found dead) by no doing of the program, :meth:`Sandbox.run` runs the program again on a
+fresh worker (``infra_retries`` times at most) and, if that fails too, raises
+:class:`SandboxInfrastructureError`; the program's outcome is then unknown, and a caller
+must not score it.
 """
 
 from __future__ import annotations
@@ -32,6 +38,24 @@ class SandboxError(RuntimeError):
 
 class SandboxUnavailable(SandboxError):
     """The backend's runtime (bwrap, a Docker engine, ...) is missing; the message says what to install."""
+
+
+class SandboxInfrastructureError(SandboxError):
+    """The sandbox failed under a run by no doing of the program: its worker died or the
+    connection to it was lost (an outside SIGKILL, the host's OOM killer, a crashed engine),
+    and the retries on fresh workers failed too. The program's outcome is unknown: this is
+    never a result of the program, so a caller must not score it (the envs let it propagate).
+    ``attempts`` is how many times the run was tried."""
+
+    def __init__(self, message: str, *, attempts: int = 1) -> None:
+        super().__init__(message)
+        self.attempts = attempts
+
+
+class WorkerLost(SandboxInfrastructureError):
+    """Raised by a backend's ``_run`` when the worker under the run was gone (found dead when
+    the run was sent, or died during it, not by the program's limits). :meth:`Sandbox.run`
+    catches it and retries the run on a fresh worker; callers of ``run`` never see it."""
 
 
 class LimitError(SandboxError, ValueError):

@@ -24,8 +24,17 @@ child is forked again from the zygote, which no program code ever ran in. The zy
 seccomp filter), read its memory or environment, or signal it without a handler. Its bwrap
 starts with an empty environment. Each worker has a pids and a memory cgroup; before each
 run the host sets the memory limit to what the idle zygote holds + ``memory_mb`` + slack.
-If the zygote dies or stops answering (a wedged kernel call) the host reports the run and
-kills the whole worker sandbox through its cgroup (``timeout_s`` + grace at most).
+If the zygote stops answering (a wedged kernel call) the host reports the run as ``timeout``
+and kills the whole worker sandbox through its cgroup (``timeout_s`` + grace at most).
+
+A worker that dies by no doing of the program (an outside SIGKILL, the host's OOM killer) never
+returns to the pool: it is checked when it is taken from the queue (its bwrap exited, or its
+control socket is closed), and a failed send or a connection lost during a run marks it dead.
+The run that hit it raises :class:`~sandboxes.records.WorkerLost`, which
+:meth:`~sandboxes.base.Sandbox.run` retries on a fresh worker (``infra_retries`` times, then
+:class:`~sandboxes.records.SandboxInfrastructureError`). A zygote that dies during a run while
+its memory cgroup records an OOM kill was killed by the program's memory (``memory``); a run
+past its deadline, its output cap or its process cap is the program's too.
 
 Thread-safe: idle workers sit in a queue; each run takes one. Fork-safe for Ray: the pool
 remembers its pid and a forked copy starts its own workers; pickling carries only the
@@ -47,7 +56,7 @@ from concurrent.futures import Future
 from typing import Any, Mapping, Sequence
 
 from . import _proc, _seccomp, programs
-from .base import ExecutionResult, Limits, SandboxError, classify
+from .base import ExecutionResult, Limits, SandboxError, WorkerLost, classify
 from .bwrap import BwrapSandbox
 
 # python3 -I -S -c ZYGOTE_SOURCE <ctl fd> <preload> <path>
@@ -157,6 +166,13 @@ class _Worker:
             return self.cgroup.pids()
         return _descendants(self.proc.pid)
 
+    def usable(self) -> bool:
+        """Alive as far as the host can tell without asking it: its bwrap runs and its control
+        socket is open. False marks it dead (an idle worker killed from outside)."""
+        if self.alive and (self.proc.poll() is not None or _proc.peer_gone(self.sock)):
+            self.alive = False
+        return self.alive
+
     def destroy(self) -> None:
         self.alive = False
         try:
@@ -186,6 +202,9 @@ class _Worker:
             try:
                 socket.send_fds(self.sock, [marshal.dumps(float(limits.timeout_s))],
                                 [stdin_fd, out_w, err_w, payload_fd])
+            except OSError as exc:  # BrokenPipeError, ECONNRESET: the zygote was gone before the run
+                self.alive = False
+                raise WorkerLost(f"the warm worker was gone when the run was sent ({exc!r})") from exc
             finally:
                 for fd in (stdin_fd, out_w, err_w, payload_fd):
                     os.close(fd)
@@ -199,7 +218,7 @@ class _Worker:
                 if msg:
                     reply.append(marshal.loads(msg))
                 else:
-                    self.alive = False  # the zygote died (a program killed it)
+                    self.alive = False  # the zygote died: the OOM killer (the program's memory) or an outside kill
                 return True
 
             def on_kill(reason: str) -> None:
@@ -221,10 +240,14 @@ class _Worker:
         finally:
             os.close(out_r)
             os.close(err_r)
+        oom = self.cgroup is not None and self.cgroup.oom_kills() > oom_before
         if not reply and self.alive:
             self.destroy()  # no answer: do not trust this worker again
+        if not reply and not (got.timed_out or got.output_exceeded or got.cap_hit or oom):
+            # The zygote died (or the connection broke) while the program was within every limit: that is
+            # not the program's doing (it cannot signal PID 1 of its namespace), so it is no status.
+            raise WorkerLost("the warm worker died during the run, within the program's limits")
         stderr = _proc.decode(got.stderr)
-        oom = self.cgroup is not None and self.cgroup.oom_kills() > oom_before
         if reply:
             wait_status, zygote_timeout, clean = reply[0]
             if not clean:
@@ -276,6 +299,15 @@ class WarmBwrapSandbox(BwrapSandbox):
             self._reset()
 
     def _acquire(self) -> _Worker:
+        """An idle or new worker that is alive; a dead idle one is destroyed (its slot freed) and counted."""
+        while True:
+            w = self._checkout()
+            if w.usable():
+                return w
+            self.count_fault("dead_workers_replaced")
+            self._release(w)
+
+    def _checkout(self) -> _Worker:
         self._check_fork()
         if self._closed:
             raise SandboxError("this warm sandbox pool was closed")
@@ -333,6 +365,9 @@ class WarmBwrapSandbox(BwrapSandbox):
         w = self._acquire()
         try:
             return w.run(payload, stdin, limits)
+        except WorkerLost:
+            self.count_fault("dead_workers_replaced")  # _release destroys it; Sandbox.run retries on a fresh one
+            raise
         finally:
             self._release(w)
 

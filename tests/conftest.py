@@ -8,6 +8,9 @@
   every backend and skip one that is unavailable.
 * ``python_lines(fn, *args)``: ``fn``'s result and the lines of Python it ran, the deterministic
   stand-in for a time in a unit test (speed goals live in benchmarks/).
+* ``worker_faults``: fault injection into a warm bwrap pool with real signals: ``kill_idle(pool)`` SIGKILLs
+  its idle workers, ``kill_busy(pool, times)`` a context in which a thread SIGKILLs the zygote of each
+  worker that is running a program (``times`` kills at most); see :class:`WorkerFaults`.
 * ``LLM_MARL_CHECK_SLOW=1`` (optionally ``LLM_MARL_SLOW_S=<seconds>``, default 5): a test not marked
   ``slow`` whose call takes longer fails, naming its duration and the marker to add. Off by default,
   so a loaded machine never fails the suite on time.
@@ -15,9 +18,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import gc
+import signal
 import sys
+import threading
+import time
 import warnings
 
 import pytest
@@ -101,6 +108,69 @@ def count_python_lines(fn, *args, **kwargs):
 def python_lines():
     """:func:`count_python_lines`: ``python_lines(fn, *args) -> (result, lines of Python run)``."""
     return count_python_lines
+
+
+class WorkerFaults:
+    """Kill warm bwrap workers (``sandboxes.warm``) with SIGKILL, as the host's OOM killer or an operator would."""
+
+    @staticmethod
+    def zygote_pid(worker) -> int | None:
+        """Host pid of the worker's zygote: the one of its processes that is PID 1 of a nested namespace."""
+        for pid in worker.host_pids():
+            try:
+                with open(f"/proc/{pid}/status") as f:
+                    nspid = next((line.split()[1:] for line in f if line.startswith("NSpid:")), [])
+            except OSError:
+                continue
+            if len(nspid) >= 2 and nspid[-1] == "1":
+                return pid
+        return None
+
+    def kill_idle(self, pool, which: str = "zygote", wait: bool = True) -> list[int]:
+        """SIGKILL each idle worker of ``pool`` (its zygote, or its top host process with ``which="bwrap"``);
+        with ``wait``, return only once each worker's bwrap has exited."""
+        killed = []
+        for w in list(pool._idle.queue):  # noqa: SLF001 - the pool's idle queue (fault injection)
+            pid = self.zygote_pid(w) if which == "zygote" else w.proc.pid
+            assert pid is not None, f"no zygote among the worker's processes {w.host_pids()}"
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+            deadline = time.monotonic() + 10
+            while wait and w.proc.poll() is None:
+                assert time.monotonic() < deadline, "the killed worker's bwrap did not exit"
+                time.sleep(0.01)
+        return killed
+
+    @contextlib.contextmanager
+    def kill_busy(self, pool, times: int = 1):
+        """Within the block, SIGKILL the zygote of every worker of ``pool`` that runs a program (it has more
+        processes than an idle worker), ``times`` times at most; yields the list of killed pids."""
+        killed: list[int] = []
+        stop = threading.Event()
+
+        def loop() -> None:
+            while not stop.is_set() and len(killed) < times:
+                for w in list(pool._all):  # noqa: SLF001 - every worker of the pool (fault injection)
+                    if w.alive and len(killed) < times and len(w.host_pids()) > pool.own_processes:
+                        pid = self.zygote_pid(w)
+                        if pid is not None and pid not in killed:
+                            os.kill(pid, signal.SIGKILL)
+                            killed.append(pid)
+                time.sleep(0.005)
+
+        t = threading.Thread(target=loop, name="worker-killer", daemon=True)
+        t.start()
+        try:
+            yield killed
+        finally:
+            stop.set()
+            t.join()
+
+
+@pytest.fixture
+def worker_faults() -> WorkerFaults:
+    """:class:`WorkerFaults`: SIGKILL a warm pool's workers while idle (``kill_idle``) or running (``kill_busy``)."""
+    return WorkerFaults()
 
 
 def _slow_limit_s() -> float | None:

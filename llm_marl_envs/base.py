@@ -30,6 +30,15 @@ stepping them with ``None``.
 Any ``str`` is a legal action; the env never raises on model output. A non-``str``
 action (other than ``None`` for a finished agent) is an invalid action too.
 
+What is not the model's doing is never scored: an exception raised by ``apply_action``
+propagates out of ``step`` (with a note naming the env, the agent and the turn), and the step is
+not taken: no reward, no transcript entry, the same agent to act. Two kinds reach it: a
+:class:`sandboxes.SandboxInfrastructureError` (a sandbox worker died under the program by no
+doing of the program, also on the fresh workers the sandbox retried it on: the program's
+outcome is unknown), and a bug in the task's own code (``apply_action`` must never raise on any
+text). A caller that wants to go on (a rollout) can ``restore`` a snapshot and step again, or
+drop the sample and count it.
+
 PettingZoo's global state: ``state()`` is :meth:`render_text` (the ``"ansi"`` picture), in
 ``state_space``, an :class:`AnyText`. The episode length ``max_turns`` (PettingZoo's name:
 ``max_cycles``) follows one rule, :func:`resolve_max_turns`. Each task module offers
@@ -54,6 +63,8 @@ Set the class attributes ``roles`` (stable agent names, in turn order), ``metada
     The full prompt of ``agent`` now: current state, legend, answer format, history.
 ``apply_action(agent, text) -> StepOutcome``
     Parse and apply one role's text; update ``self.game_state``; never raise on any text.
+    Let a sandbox's exceptions through (do not catch them around :meth:`run_program` or
+    ``sandbox.run_tests``): they are faults of the infrastructure, never the program's outcome.
 ``next_role(agent, outcome) -> str`` (optional)
     The role to act after ``agent``; default: the fixed cycle. Override it to branch or loop.
 ``render_text() -> str`` (and optionally ``render_rgb() -> np.ndarray``)
@@ -406,7 +417,9 @@ class LLMTeamEnv(AECEnv):
         return self._sandbox
 
     def run_program(self, code: str, stdin: str = "", **limits: Any) -> "ExecutionResult":
-        """Run ``code`` in :attr:`sandbox`; the result's ``status`` says how it ended."""
+        """Run ``code`` in :attr:`sandbox`; the result's ``status`` says how it ended (the program's
+        outcome). A fault of the sandbox itself raises :class:`sandboxes.SandboxInfrastructureError`
+        (after the sandbox's own retries on fresh workers): let it propagate, never score it."""
         return self.sandbox.run(code, stdin=stdin, **limits)
 
     def generate_in_split(self, seed: int, split: str, generate: Callable[[np.random.Generator], Any],
@@ -491,17 +504,20 @@ class LLMTeamEnv(AECEnv):
         if self.terminations[agent] or self.truncations[agent]:
             self._was_dead_step(None)  # any action of a finished agent is ignored
             return
-        self._cumulative_rewards[agent] = 0.0
         text = _as_text(action)
+        state_before = self.game_state
         if text is None:
             outcome = StepOutcome(valid=False, info={"reason": f"action is {type(action).__name__}, not str"})
         else:
             try:
                 outcome = self.apply_action(agent, text)
-            except Exception as exc:  # a task bug must not kill a training run; it is reported
-                warnings.warn(f"{type(self).__name__}.apply_action raised {exc!r} on {agent}'s action; "
-                              "treated as invalid (this is a bug in the task)", RuntimeWarning, stacklevel=2)
-                outcome = StepOutcome(valid=False, info={"env_error": repr(exc)})
+            except Exception as exc:  # never scored: the model did nothing wrong (see the module docstring)
+                self.game_state = state_before  # the step is not taken
+                exc.add_note(f"raised by {type(self).__name__}.apply_action on {agent}'s action at turn {self.turn} "
+                             f"(task {self.task_id!r}); the step was not taken. A sandbox infrastructure fault or "
+                             "a bug in the task, not the model's doing, so it is not scored as an invalid action.")
+                raise
+        self._cumulative_rewards[agent] = 0.0
         team = float(outcome.team)
         local = float(outcome.local) - (0.0 if outcome.valid else self.invalid_penalty)
         reward = self.alpha * team + local

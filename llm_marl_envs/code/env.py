@@ -26,6 +26,9 @@ golden tests and against the tester's latest tests (or the public tests when the
 none yet); at the tester's step the reference solution against the new tests and the
 coder's program against them. Results of identical runs are cached (timeouts and kills
 are not).
+A fault of the sandbox itself (its worker died under the program, also on the fresh workers
+it was retried on) is never scored: ``step`` raises :class:`sandboxes.SandboxInfrastructureError`
+and the step is not taken.
 
 ## Observation
 

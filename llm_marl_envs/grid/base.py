@@ -3,6 +3,9 @@
 Two roles act in turn: ``tool`` writes a Python program (run in the sandbox with the
 current state on stdin) whose printed output proposes an answer; ``executor`` sees the
 state, the tool's program and its output, and answers what is actually applied.
+A fault of the sandbox itself (its worker died under the program, also on the fresh workers
+it was retried on) is never scored: ``step`` raises :class:`sandboxes.SandboxInfrastructureError`
+and the step is not taken.
 
 Rewards (``reward = alpha * team + local``, assigned when the role steps). The formulas
 are :data:`REWARD_FORMULAS`, computed by :func:`executor_reward` and :func:`tool_reward`;

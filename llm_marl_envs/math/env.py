@@ -48,6 +48,9 @@ Free text.
   of a program that ended with status ``ok``. Without a code block the action is
   invalid. A program that crashes, hangs, floods its output or runs out of memory is
   valid but has no answer.
+  A fault of the sandbox itself (its worker died under the program, also on the fresh workers
+  it was retried on) is never scored: ``step`` raises :class:`sandboxes.SandboxInfrastructureError`
+  and the step is not taken.
 
 Correctness: ``correct(x) = is_equivalent(x, reference)``
 (:func:`llm_marl_envs.math.is_equivalent`, rules in docs/math.md).
@@ -379,10 +382,9 @@ class MathEnv(MathProblemEnv):
                            success=bool(agree and team_correct), info=info)
 
     def _run_tool(self, code: str) -> tuple[str, str, str]:
-        try:
-            result = self.run_program(code, timeout_s=self.tool_timeout_s, memory_mb=self.tool_memory_mb)
-        except Exception as exc:  # a sandbox failure is the program's failure, never the env's
-            return "sandbox_error", "", f"{type(exc).__name__}: {exc}"[:500]
+        # A sandbox exception is a fault of the infrastructure, not the program's outcome: it propagates
+        # (LLMTeamEnv.step raises it, unscored) instead of being scored as a failed run.
+        result = self.run_program(code, timeout_s=self.tool_timeout_s, memory_mb=self.tool_memory_mb)
         return result.status, result.stdout or "", result.stderr or ""
 
     # ------------------------------------------------------------------ the expert

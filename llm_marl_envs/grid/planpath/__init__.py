@@ -23,6 +23,9 @@ executor answers the moves that are applied. Generated grids always have a path.
 - ``tool`` writes a Python program in a ```` ```python ```` block. It runs in the sandbox
   with the current grid on stdin (one row per line); its printed output should propose
   moves (``U``/``D``/``L``/``R``, read with :func:`llm_marl_envs.grid.moves.parse_moves`).
+  A fault of the sandbox itself (its worker died under the program, also on the fresh workers
+  it was retried on) is never scored: ``step`` raises :class:`sandboxes.SandboxInfrastructureError`
+  and the step is not taken.
 - ``executor`` sees the grid (with the agent at its *current* position), the tool's
   program, output and parsed proposal, and answers the moves that are applied.
 

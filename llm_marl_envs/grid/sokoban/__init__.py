@@ -25,6 +25,9 @@ verified by the built-in optimal solver, which also gives the optimal length.
   (``tool_timeout_s``, ``tool_memory_mb``) with the current level in XSB text on stdin;
   its printed output should propose moves (``U``/``D``/``L``/``R``, read with
   :func:`llm_marl_envs.grid.moves.parse_moves`). Nothing is applied.
+  A fault of the sandbox itself (its worker died under the program, also on the fresh workers
+  it was retried on) is never scored: ``step`` raises :class:`sandboxes.SandboxInfrastructureError`
+  and the step is not taken.
 - ``executor`` sees the level, the tool's program, its output and the parsed proposal,
   and answers the moves that are applied, e.g. ``Answer: R R D``.
 

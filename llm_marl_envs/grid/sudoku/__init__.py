@@ -27,6 +27,9 @@ complete valid grid solves it and progress counts agreement with the solver's fi
   with the current grid on stdin (rows of digits, ``.`` for blanks, ``|`` between boxes,
   ``-+-`` lines between box bands); its printed output should propose a grid (read with
   :func:`llm_marl_envs.grid.sudoku.puzzle.parse_grid`).
+  A fault of the sandbox itself (its worker died under the program, also on the fresh workers
+  it was retried on) is never scored: ``step`` raises :class:`sandboxes.SandboxInfrastructureError`
+  and the step is not taken.
 - ``executor`` sees the grid, the tool's program, output and parsed proposal, and answers
   the grid that is applied.
 

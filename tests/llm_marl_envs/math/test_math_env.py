@@ -283,7 +283,7 @@ def test_fuzz_any_text_for_any_role_never_raises(sandbox, actions):
                           max_turns=2)
     env.reset(seed=0)
     with warnings.catch_warnings():
-        warnings.simplefilter("error", RuntimeWarning)  # the base warns if apply_action raised
+        warnings.simplefilter("error", RuntimeWarning)  # nothing may warn (apply_action exceptions propagate)
         for text in actions:
             if not env.agents:
                 break

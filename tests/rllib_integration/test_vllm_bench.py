@@ -30,7 +30,7 @@ BACKEND_FIELDS = {"load_before", "load_after", "start_s", "dtype_resolved", "war
 VLLM_FIELDS = BACKEND_FIELDS | {"engine_start_s", "engine_options", "dtype_arg", "sync_state_mib", "sync_s",
                                 "drift_after_sync"}
 DRIFT_FIELDS = {"sampler_logp_diff_mean", "sampler_logp_diff_max", "sampler_k3_kl", "tokens"}
-MEMORY_FIELDS = {"baseline_rss_mib", "peak_rss_mib", "peak_pss_mib", "peak_processes", "processes_seen"}
+MEMORY_FIELDS = {"baseline_rss_mib", "peak_rss_mib", "pss_after_generate_mib", "peak_processes", "processes_seen"}
 
 
 def test_quick_run_writes_every_field(tmp_path):

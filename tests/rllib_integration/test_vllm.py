@@ -11,7 +11,6 @@ shared by module-scoped fixtures.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 from pathlib import Path
@@ -21,11 +20,9 @@ import torch
 
 pytestmark = pytest.mark.vllm
 
-if importlib.util.find_spec("vllm") is None:
-    if os.environ.get("LLM_MARL_REQUIRE_VLLM") == "1":
-        raise RuntimeError("LLM_MARL_REQUIRE_VLLM=1 but vllm is not importable here (scripts/setup_vllm.sh)")
-    pytest.skip("vllm is not importable here (scripts/setup_vllm.sh builds an environment with it)",
-                allow_module_level=True)
+from .conftest import require_vllm  # noqa: E402
+
+require_vllm()
 
 from rllib_integration.core.backends import GenerationRequest, SamplingParams  # noqa: E402
 from rllib_integration.core.loss import sequence_token_logprobs  # noqa: E402

@@ -7,9 +7,7 @@ test_vllm.py).
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -18,11 +16,9 @@ import pytest
 
 pytestmark = pytest.mark.vllm
 
-if importlib.util.find_spec("vllm") is None:
-    if os.environ.get("LLM_MARL_REQUIRE_VLLM") == "1":
-        raise RuntimeError("LLM_MARL_REQUIRE_VLLM=1 but vllm is not importable here (scripts/setup_vllm.sh)")
-    pytest.skip("vllm is not importable here (scripts/setup_vllm.sh builds an environment with it)",
-                allow_module_level=True)
+from .conftest import require_vllm  # noqa: E402
+
+require_vllm()
 
 ROOT = Path(__file__).resolve().parents[2]
 BACKEND_FIELDS = {"load_before", "load_after", "start_s", "dtype_resolved", "warmup_s", "seconds", "cpu_s", "tokens",

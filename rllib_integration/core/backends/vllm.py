@@ -223,7 +223,6 @@ class VLLMBackend(GenerationBackend):
         self.sync_seconds = 0.0  # time spent in update_weights (as HFBackend's)
         self.engine_start_seconds = 0.0
         self._dir = backend_dir()
-        self._shm: Optional[str] = None
         self._owned = [str(d) for d in owned_dirs]
         self._shm_holder: list[str] = []  # the /dev/shm directory once made (the finalizer removes it too)
         self._finalizer = weakref.finalize(self, _remove_dirs, [self._dir, *self._owned], self._shm_holder)
@@ -260,14 +259,13 @@ class VLLMBackend(GenerationBackend):
     def _weights_dir(self, policy_id: str, nbytes: int) -> Path:
         """Where a full-model update is written: ``/dev/shm`` when it has room for it (twice over), else the
         backend's temp directory."""
-        if self._shm is None and os.path.isdir(_SHM):
+        if not self._shm_holder and os.path.isdir(_SHM):
             try:
                 if shutil.disk_usage(_SHM).free > 2 * nbytes:
-                    self._shm = backend_dir(_SHM)
-                    self._shm_holder.append(self._shm)
+                    self._shm_holder.append(backend_dir(_SHM))
             except OSError:
                 pass
-        root = self._shm or self._dir
+        root = self._shm_holder[0] if self._shm_holder else self._dir
         d = Path(root) / f"weights-{policy_id}"
         d.mkdir(exist_ok=True)
         return d

@@ -296,40 +296,12 @@ class ATGRPO(Algorithm):
                            env_index=int(ep.env_idx), rl_module=None, worker=None, base_env=None, policies=None)
 
     def _advantages(self, samples: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Advantages, group ids and the keep mask (zero-variance groups dropped if asked)."""
-        from .core.advantages import (EPISODE_ESTIMATORS, compute_advantages, dynamic_sampling_mask, episode_returns,
-                                      parallel_episodes)
-        from .core.options import DEFAULT_ADV_NORM
-        from .core.rollout import group_ids
+        """Advantages, group ids and the keep mask (zero-variance groups dropped if asked): the configured
+        estimator of the registry (:mod:`.core.advantages`), with its settings."""
+        from .core.advantages import advantages_of_run
 
-        cfg = self.config
-        if not samples:
-            return np.zeros(0), np.zeros(0, dtype=np.int64), np.ones(0, dtype=bool)
-        rewards = np.array([s.reward for s in samples], dtype=np.float64)
-        sign = -1.0 if cfg.flip_advantages else 1.0
-        keep_all = np.ones(len(samples), dtype=bool)
-        if cfg.estimator == "gigpo":  # its own groups: episodes of a task, and identical states (step groups)
-            from .core.advantages import gigpo_of_samples
-            from .core.options import GiGPOOptions
-
-            g = gigpo_of_samples(samples, by=tuple(cfg.group_by), options=GiGPOOptions(
-                float(cfg.gigpo_step_weight), float(cfg.gigpo_gamma), bool(cfg.gigpo_std_norm)))
-            return sign * g.advantages, g.step_groups, g.informative if cfg.filter_zero_variance else keep_all
-        if cfg.estimator in EPISODE_ESTIMATORS:  # drmas_grpo, episode_grpo: the K episodes of a task group
-            gids, episodes = parallel_episodes(samples, by=tuple(cfg.group_by), what=cfg.estimator)
-            extra: dict[str, Any] = {"episode_ids": episodes}
-            signal = episode_returns(rewards, episodes)  # what the groups compare
-        else:
-            gids, extra, signal = group_ids(samples, by=tuple(cfg.group_by)), {}, rewards
-        keep = dynamic_sampling_mask(signal, gids) if cfg.filter_zero_variance else keep_all
-        # REINFORCE++-baseline whitens over the samples that are trained, per policy
-        if cfg.estimator == "reinforce_pp":
-            extra.update(keep=keep, whiten_by=[s.policy_id for s in samples])
-        if cfg.adv_norm != DEFAULT_ADV_NORM:  # none, per_role_std (the role: the sample's agent)
-            extra["norm"] = cfg.adv_norm
-            if cfg.adv_norm == "per_role_std":
-                extra.update(keep=keep, roles=[s.agent for s in samples])
-        return sign * compute_advantages(rewards, gids, cfg.estimator, **extra), gids, keep
+        a = advantages_of_run(samples, self.config)
+        return (-1.0 if self.config.flip_advantages else 1.0) * a.advantages, a.group_ids, a.keep
 
     def _update(self, samples: list, adv: np.ndarray, keep: np.ndarray) -> tuple[dict[str, Any], int]:
         """``num_epochs`` passes of per-policy minibatch rounds, one ``LearnerGroup.update`` per round.

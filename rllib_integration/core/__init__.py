@@ -6,8 +6,9 @@
 ``backends``       generation behind one interface: :class:`GenerationBackend`,
                    ``HFBackend`` (transformers, CPU/GPU), ``VLLMBackend`` (GPU)
 ``rollout``        :class:`RolloutSampler`: tree-structured (AT-GRPO) and parallel rollouts
-``advantages``     ``compute_advantages`` (AT-GRPO, per-agent GRPO, Dr.GRPO, RLOO, REINFORCE++,
-                   GiGPO: ``gigpo_advantages``)
+``advantages``     the estimator registry (``register_estimator``; ``ESTIMATORS``: ``at_grpo``,
+                   ``grpo_per_agent``, ``dr_grpo``, ``rloo``, ``reinforce_pp``, ``gigpo``,
+                   ``drmas_grpo``, ``episode_grpo``); ``compute_advantages``, ``advantages_of_samples``
 ``loss``           ``policy_loss`` (clipped, KL, entropy, aggregation modes, truncated importance
                    sampling), ``collate_samples``, ``sampler_drift`` (sampler vs learner log-probs)
 ``options``        ``LossConfig``, ``HFOptions``, ``LORA_DEFAULTS``: records whose defaults the run
@@ -35,8 +36,10 @@ from typing import Any
 
 #: public name -> the core module defining it
 _EXPORTS: dict[str, str] = {
-    **{n: "advantages" for n in ("ESTIMATORS", "KEY_FIELDS", "compute_advantages", "dynamic_sampling_mask",
-                                 "group_ids_from_keys", "group_codes", "gigpo_advantages",
+    **{n: "advantages" for n in ("ESTIMATORS", "EPISODE_ESTIMATORS", "STD_ESTIMATORS", "KEY_FIELDS",
+                                 "AdvantageEstimator", "register_estimator", "get_estimator", "estimator_names",
+                                 "compute_advantages", "SampleAdvantages", "advantages_of_samples",
+                                 "dynamic_sampling_mask", "group_ids_from_keys", "group_codes", "gigpo_advantages",
                                  "gigpo_of_samples")},
     **{n: "loss" for n in ("LossConfig", "AGG_MODES", "KL_ESTIMATORS", "policy_loss", "aggregate", "kl_penalty",
                            "sequence_token_logprobs", "collate_samples", "sampler_drift",
@@ -59,10 +62,15 @@ _EXPORTS: dict[str, str] = {
 __all__ = sorted(_EXPORTS)
 
 
+#: read off the estimator registry at each access (an estimator registered later is in them), never cached
+_LIVE = frozenset({"ESTIMATORS", "EPISODE_ESTIMATORS", "STD_ESTIMATORS"})
+
+
 def __getattr__(name: str) -> Any:
     if name in _EXPORTS:
         value = getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
-        globals()[name] = value
+        if name not in _LIVE:
+            globals()[name] = value
         return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 

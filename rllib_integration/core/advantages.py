@@ -16,6 +16,15 @@ Conventions
 
 Estimators (``estimator=``)
 ---------------------------
+Each estimator is one function registered with :func:`register_estimator` (below, in this module), its
+options, formula and the run settings it reads declared beside it; :data:`ESTIMATORS` (and the run settings'
+``training.estimator``, whose vocabulary is read off this registry) lists them in registration order. A new
+estimator is one decorated function::
+
+    @register_estimator("sign", formula="`sign(r - mean_g)`")
+    def sign(r, codes, n_groups, *, eps):
+        return np.sign(r - (np.bincount(codes, weights=r) / np.bincount(codes))[codes])
+
 ``"at_grpo"``
     ``(r - mean_g) / (std_g + eps)`` where ``g`` is the AT-GRPO group: the samples drawn
     from the same state, i.e. the key ``(task_id, env_idx, turn, agent)``.
@@ -79,16 +88,18 @@ fields named in ``by``:
 
 from __future__ import annotations
 
-from typing import Any
+import difflib
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from .choices import ADV_NORMS, EPISODE_ESTIMATORS, ESTIMATORS, KEY_FIELDS, STD_ESTIMATORS
-from .gigpo import (_GIGPO_OPTIONS, DEFAULT_EPS, GiGPOAdvantages, anchor_id, gigpo_advantages, gigpo_of_samples,
+from .choices import ADV_NORMS, KEY_FIELDS
+from .gigpo import (DEFAULT_EPS, GiGPOAdvantages, anchor_id, gigpo_advantages, gigpo_of_samples,
                     parallel_episodes)
 from .groups import (_centred_and_std, _codes_of, _constant_groups, _episode_entries, _group_stats,
                      dynamic_sampling_mask, episode_returns, group_codes, group_ids_from_keys)
-from .options import DEFAULT_ADV_NORM
+from .options import DEFAULT_ADV_NORM, GiGPOOptions
 
 __all__ = [
     "ESTIMATORS",
@@ -97,7 +108,14 @@ __all__ = [
     "ADV_NORMS",
     "KEY_FIELDS",
     "DEFAULT_EPS",
+    "AdvantageEstimator",
+    "register_estimator",
+    "get_estimator",
+    "estimator_names",
     "compute_advantages",
+    "SampleAdvantages",
+    "advantages_of_samples",
+    "advantages_of_run",
     "dynamic_sampling_mask",
     "group_ids_from_keys",
     "group_codes",
@@ -109,8 +127,126 @@ __all__ = [
     "anchor_id",
 ]
 
+#: the options of every :attr:`AdvantageEstimator.normalised` estimator (``norm=``, and ``roles=``/``keep=`` with
+#: ``norm="per_role_std"``)
+_NORM_OPTIONS = ("norm", "roles", "keep")
 
 
+@dataclass(frozen=True)
+class SampleAdvantages:
+    """What :func:`advantages_of_samples` gives, one entry per sample."""
+
+    #: what the loss weighs each sample's tokens by
+    advantages: np.ndarray
+    #: int codes of the groups the advantages compare (GiGPO: the step groups)
+    group_ids: np.ndarray
+    #: the samples that are trained (False: a zero-variance group, with ``filter_zero_variance``)
+    keep: np.ndarray
+
+
+#: ``of_samples(samples, group_by=, filter_zero_variance=, norm=, **options) -> SampleAdvantages``
+SamplesHook = Callable[..., SampleAdvantages]
+
+
+@dataclass(frozen=True)
+class AdvantageEstimator:
+    """One registered advantage estimator (:func:`register_estimator`)."""
+
+    #: its name: ``compute_advantages(estimator=)``, a run's ``training.estimator``
+    name: str
+    #: ``fn(rewards, codes, n_groups, *, eps, **options) -> advantages``: rewards a finite non-empty float64 1-D
+    #: array, codes their dense int64 group codes ``0..n_groups-1``
+    fn: Callable[..., np.ndarray]
+    #: the formula, as docs/training_core.md "Advantages" shows it (a test compares the two)
+    formula: str
+    #: keyword options ``fn`` takes besides ``eps`` (``norm``/``roles``/``keep`` included when ``normalised``)
+    options: tuple[str, ...] = ()
+    #: of ``options``, those a call must give, with what each is
+    required: Mapping[str, str] = field(default_factory=dict)
+    #: ``group_ids`` are task groups whose K independent episodes are compared (a run: ``sampling.mode:
+    #: parallel``; the samples' episodes are passed as ``episode_ids=``)
+    episodes: bool = False
+    #: divides by the group std by default, and so takes ``norm=`` (a run's ``training.adv_norm``)
+    normalised: bool = False
+    #: option -> the run setting (an ``ATGRPOConfig`` attribute, ``training.<name>``) it comes from in a run
+    settings: Mapping[str, str] = field(default_factory=dict)
+    #: the options a run derives from its samples and keep mask: ``(samples, keep) -> {option: value}``
+    sample_options: Callable[[Sequence[Any], np.ndarray], dict[str, Any]] | None = None
+    #: a run's advantages computed another way than grouping rewards (GiGPO's own groups and keep mask)
+    of_samples: SamplesHook | None = None
+
+    def settings_of(self, config: Any) -> dict[str, Any]:
+        """This estimator's options read off a run's settings (an ``ATGRPOConfig``)."""
+        return {opt: getattr(config, attr) for opt, attr in self.settings.items()}
+
+
+_REGISTRY: dict[str, AdvantageEstimator] = {}
+
+
+def register_estimator(name: str, *, formula: str, options: Sequence[str] = (), required: Mapping[str, str] = {},
+                       episodes: bool = False, normalised: bool = False, settings: Mapping[str, str] = {},
+                       sample_options: Callable[[Sequence[Any], np.ndarray], dict[str, Any]] | None = None,
+                       of_samples: SamplesHook | None = None) -> Callable[[Callable[..., np.ndarray]],
+                                                                           Callable[..., np.ndarray]]:
+    """Decorator: register ``fn(rewards, codes, n_groups, *, eps, **options)`` as the advantage estimator
+    ``name`` (see :class:`AdvantageEstimator` for the arguments). Its name is then valid everywhere an estimator
+    is chosen: :func:`compute_advantages`, :func:`advantages_of_samples`, a run's ``training.estimator``. An
+    ``episodes`` estimator is given ``episode_ids=`` (required); a ``normalised`` one ``norm=``, ``roles=`` and
+    ``keep=``."""
+    if not name or not isinstance(name, str):
+        raise ValueError(f"an estimator's name is a non-empty string, got {name!r}")
+    opts = tuple(options) + (("episode_ids",) if episodes else ()) + (_NORM_OPTIONS if normalised else ())
+    need = {**({"episode_ids": "the episode of each sample (group_ids are the task groups)"} if episodes else {}),
+            **required}
+    unknown = [k for k in [*need, *settings] if k not in opts]
+    if unknown:
+        raise ValueError(f"estimator {name!r}: {unknown} are not among its options {list(opts)}")
+
+    def register(fn: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]:
+        if name in _REGISTRY:
+            raise ValueError(f"an advantage estimator {name!r} is registered already ({_REGISTRY[name].fn})")
+        _REGISTRY[name] = AdvantageEstimator(name, fn, formula, opts, need, episodes, normalised, dict(settings),
+                                             sample_options, of_samples)
+        return fn
+
+    return register
+
+
+def estimator_names(*, episodes: bool | None = None, normalised: bool | None = None) -> tuple[str, ...]:
+    """The registered estimators, in registration order; ``episodes=``/``normalised=``: only those with that flag."""
+    return tuple(n for n, e in _REGISTRY.items()
+                 if (episodes is None or e.episodes == episodes) and (normalised is None or e.normalised == normalised))
+
+
+def get_estimator(name: str) -> AdvantageEstimator:
+    """The registered estimator ``name``; an unknown name raises ValueError naming the known ones."""
+    try:
+        return _REGISTRY[name]
+    except (KeyError, TypeError):
+        hint = difflib.get_close_matches(str(name), list(_REGISTRY), n=1)
+        raise ValueError(f"unknown advantage estimator {name!r}; choose one of {estimator_names()}"
+                         + (f" (did you mean {hint[0]!r}?)" if hint else "")) from None
+
+
+#: the registered estimators, :data:`EPISODE_ESTIMATORS` those over K parallel episodes of a task (a run:
+#: ``sampling.mode: parallel``), :data:`STD_ESTIMATORS` the std-normalised ones (``norm=``, ``training.adv_norm``):
+#: read off the registry at each access (module ``__getattr__``), so an estimator registered later is in them
+ESTIMATORS: tuple[str, ...]
+EPISODE_ESTIMATORS: tuple[str, ...]
+STD_ESTIMATORS: tuple[str, ...]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "ESTIMATORS":
+        return estimator_names()
+    if name == "EPISODE_ESTIMATORS":
+        return estimator_names(episodes=True)
+    if name == "STD_ESTIMATORS":
+        return estimator_names(normalised=True)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+# ------------------------------------------------------------------------------------------- the API
 def compute_advantages(
     rewards: Any,
     group_ids: Any,
@@ -119,52 +255,38 @@ def compute_advantages(
 ) -> np.ndarray:
     """Per-sample advantages (1-D float64) for scalar ``rewards`` grouped by ``group_ids``.
 
-    Options: ``eps`` (float, default 1e-6); for ``reinforce_pp`` also ``keep`` (bool mask of the
-    samples that are trained) and ``whiten_by`` (labels, e.g. policy ids: whiten per label); for
-    ``drmas_grpo`` and ``episode_grpo`` (``group_ids`` = task groups) ``episode_ids`` (required); for the
-    estimators of :data:`STD_ESTIMATORS` ``norm`` (``"std"``, the default, ``"none"`` or ``"per_role_std"``,
-    which needs ``roles=``, one label per sample, and takes ``keep=``); for ``gigpo`` (``group_ids`` = task
-    groups) ``episode_ids`` and ``anchor_ids`` (required) and ``order``, ``step_weight``, ``gamma``,
+    Options: ``eps`` (float, default 1e-6) and the estimator's own (:attr:`AdvantageEstimator.options`): for
+    ``reinforce_pp`` ``keep`` (bool mask of the samples that are trained) and ``whiten_by`` (labels, e.g. policy
+    ids: whiten per label); for the episode estimators (:data:`EPISODE_ESTIMATORS`, ``group_ids`` = task groups)
+    ``episode_ids`` (required); for the std-normalised ones (:data:`STD_ESTIMATORS`) ``norm`` (``"std"``, the
+    default, ``"none"`` or ``"per_role_std"``, which needs ``roles=``, one label per sample, and takes
+    ``keep=``); for ``gigpo`` also ``anchor_ids`` (required) and ``order``, ``step_weight``, ``gamma``,
     ``std_norm`` (see :func:`gigpo_advantages`). See the module docstring for the formulas.
     """
-    # episode_ids is GiGPO's and the episode-return estimators' option
-    gigpo = {k: options.pop(k) for k in _GIGPO_OPTIONS
-             if k in options and (estimator == "gigpo" or k != "episode_ids")}
-    if estimator == "gigpo":
-        eps_g = float(options.pop("eps", DEFAULT_EPS))
-        if options:
-            raise TypeError(f"compute_advantages(estimator='gigpo') got unknown option(s) {sorted(options)}; "
-                            f"known: {sorted(('eps',) + _GIGPO_OPTIONS)}")
-        missing = [k for k in ("episode_ids", "anchor_ids") if k not in gigpo]
-        if missing:
-            raise TypeError(f"compute_advantages(estimator='gigpo') needs {missing}: the episode of each sample and "
-                            "its anchor state (group_ids are the task groups)")
-        return gigpo_advantages(rewards, group_ids, eps=eps_g, **gigpo).advantages
-    if gigpo:
-        raise TypeError(f"compute_advantages got GiGPO option(s) {sorted(gigpo)} with estimator {estimator!r}; "
-                        "they only apply to estimator='gigpo'")
+    est = get_estimator(estimator)
     eps = float(options.pop("eps", DEFAULT_EPS))
-    keep = options.pop("keep", None)
-    whiten_by = options.pop("whiten_by", None)
-    episode_ids = options.pop("episode_ids", None)
     norm = options.pop("norm", DEFAULT_ADV_NORM)
-    roles = options.pop("roles", None)
-    if options:
-        raise TypeError(f"compute_advantages got unknown option(s) {sorted(options)}; "
-                        "known: ['eps', 'episode_ids', 'keep', 'norm', 'roles', 'whiten_by']")
-    if estimator not in ESTIMATORS:
-        raise ValueError(f"unknown advantage estimator {estimator!r}; choose one of {ESTIMATORS}")
     if norm not in ADV_NORMS:
         raise ValueError(f"unknown advantage normalisation norm={norm!r}; choose one of {ADV_NORMS}")
-    if norm != "std" and estimator not in STD_ESTIMATORS:
-        raise ValueError(f"norm={norm!r} applies to the std-normalised estimators {STD_ESTIMATORS}, not "
-                         f"{estimator!r} (dr_grpo and rloo do not divide by a std; reinforce_pp whitens with "
+    if norm != DEFAULT_ADV_NORM and not est.normalised:
+        raise ValueError(f"norm={norm!r} applies to the std-normalised estimators {estimator_names(normalised=True)}"
+                         f", not {estimator!r} (dr_grpo and rloo do not divide by a std; reinforce_pp whitens with "
                          "whiten_by=; gigpo has std_norm=)")
-    if (norm == "per_role_std") != (roles is not None):
+    if (norm == "per_role_std") != (options.get("roles") is not None):
         raise TypeError("roles= (one label per sample, e.g. its agent) goes with norm='per_role_std', and only there")
-    if (estimator in ("drmas_grpo", "episode_grpo")) != (episode_ids is not None):
-        raise TypeError(f"episode_ids= goes with the episode-return estimators drmas_grpo and episode_grpo (and "
-                        f"gigpo), and they need it; got estimator={estimator!r}")
+    if est.normalised:
+        options["norm"] = norm
+    unknown = sorted(k for k in options if k not in est.options)
+    if unknown:
+        elsewhere = {k: [e.name for e in _REGISTRY.values() if k in e.options] for k in unknown}
+        where = "; ".join(f"{k}= only apply to " + " / ".join(f"estimator={n!r}" for n in names)
+                          for k, names in elsewhere.items() if names)
+        raise TypeError(f"compute_advantages(estimator={estimator!r}) got unknown option(s) {unknown}; known: "
+                        f"{sorted(('eps',) + est.options)}" + (f" ({where})" if where else ""))
+    missing = [k for k in est.required if options.get(k) is None]
+    if missing:
+        raise TypeError(f"compute_advantages(estimator={estimator!r}) needs {missing}: "
+                        + "; ".join(f"{k}=, {est.required[k]}" for k in missing))
     r = np.asarray(rewards, dtype=np.float64)
     if r.ndim != 1:
         raise ValueError(f"rewards must be a 1-D array, got shape {r.shape}")
@@ -175,34 +297,54 @@ def compute_advantages(
         return np.zeros(0, dtype=np.float64)
     if not np.all(np.isfinite(r)):
         raise ValueError("rewards contain NaN or inf")
-    if estimator == "episode_grpo":  # one entry per (task group, episode): the episode's return
-        ep = _codes_of(episode_ids, r.shape[0], "episode_ids")
-        pair_task, pair_return, pair = _episode_entries(r, codes, ep)
-        centred, std, const = _centred_and_std(pair_return, pair_task, int(pair_task.max()) + 1)
-        return _normalised(centred[pair], std[pair], const[pair], norm, eps, keep, roles)
-    if estimator == "drmas_grpo":  # every step an entry, valued at its episode's return
-        r = episode_returns(r, _codes_of(episode_ids, r.shape[0], "episode_ids"))
-
-    counts, sums, means = _group_stats(r, codes, n_groups)
-    const = _constant_groups(r, codes, n_groups)
-    centred = r - means[codes]
-
-    if estimator in STD_ESTIMATORS:
-        var = np.bincount(codes, weights=centred * centred, minlength=n_groups) / np.maximum(counts, 1.0)
-        return _normalised(centred, np.sqrt(var)[codes], const[codes], norm, eps, keep, roles)
-    if estimator == "dr_grpo":
-        adv = centred
-    elif estimator == "rloo":
-        n = counts[codes]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            adv = np.where(n > 1, r - (sums[codes] - r) / np.maximum(n - 1.0, 1.0), 0.0)
-    else:  # reinforce_pp
-        centred = np.where(const[codes], 0.0, centred)
-        adv = centred / (_whitening_std(centred, ~const[codes], keep, whiten_by) + eps)
-    adv = np.where(const[codes], 0.0, adv)
-    return adv
+    return est.fn(r, codes, n_groups, eps=eps, **options)
 
 
+def advantages_of_samples(samples: Sequence[Any], estimator: str = "at_grpo", *,
+                          group_by: Sequence[str] = KEY_FIELDS, filter_zero_variance: bool = True,
+                          norm: str = DEFAULT_ADV_NORM, **options: Any) -> SampleAdvantages:
+    """The advantages of rollout samples (:class:`~.rollout.Sample`) as a run computes them: the groups are the
+    samples' group keys restricted to ``group_by`` (an :attr:`~AdvantageEstimator.episodes` estimator: the task
+    groups of :func:`parallel_episodes`, the samples' episodes its ``episode_ids``); with
+    ``filter_zero_variance`` the samples of zero-variance groups (of what the groups compare: the episode
+    returns for an episode estimator) are not kept; ``norm`` (``"per_role_std"``: per agent, over the kept
+    samples); ``options``: the estimator's own (e.g. GiGPO's ``step_weight``)."""
+    est = get_estimator(estimator)
+    if not samples:
+        return SampleAdvantages(np.zeros(0), np.zeros(0, dtype=np.int64), np.ones(0, dtype=bool))
+    if est.of_samples is not None:
+        if norm != DEFAULT_ADV_NORM:
+            raise ValueError(f"norm={norm!r} does not apply to estimator {estimator!r}")
+        return est.of_samples(samples, group_by=tuple(group_by), filter_zero_variance=filter_zero_variance,
+                              **options)
+    rewards = np.array([s.reward for s in samples], dtype=np.float64)
+    if est.episodes:  # the K episodes of a task group: the groups compare episode returns
+        gids, episodes = parallel_episodes(samples, by=tuple(group_by), what=estimator)
+        options["episode_ids"] = episodes
+        signal = episode_returns(rewards, episodes)
+    else:
+        gids, signal = group_ids_from_keys([s.group_key for s in samples], by=tuple(group_by)), rewards
+    keep = dynamic_sampling_mask(signal, gids) if filter_zero_variance else np.ones(len(samples), dtype=bool)
+    if est.sample_options is not None:
+        options.update(est.sample_options(samples, keep))
+    if norm != DEFAULT_ADV_NORM:  # none, per_role_std (the role: the sample's agent)
+        options["norm"] = norm
+        if norm == "per_role_std":
+            options.update(keep=keep, roles=[s.agent for s in samples])
+    return SampleAdvantages(compute_advantages(rewards, gids, estimator, **options), gids, keep)
+
+
+def advantages_of_run(samples: Sequence[Any], config: Any) -> SampleAdvantages:
+    """:func:`advantages_of_samples` with a run's settings (an ``ATGRPOConfig``, or any object with its
+    attributes ``estimator``, ``group_by``, ``filter_zero_variance``, ``adv_norm`` and the estimator's own
+    :attr:`~AdvantageEstimator.settings`)."""
+    est = get_estimator(config.estimator)
+    return advantages_of_samples(samples, est.name, group_by=tuple(config.group_by),
+                                 filter_zero_variance=bool(config.filter_zero_variance), norm=config.adv_norm,
+                                 **est.settings_of(config))
+
+
+# ------------------------------------------------------------------------------------------- the estimators
 def _normalised(centred: np.ndarray, group_std: np.ndarray, const: np.ndarray, norm: str, eps: float, keep: Any,
                 roles: Any) -> np.ndarray:
     """The advantage of a std-normalised estimator from per-sample centred values: ``centred / (group_std + eps)``
@@ -219,6 +361,35 @@ def _normalised(centred: np.ndarray, group_std: np.ndarray, const: np.ndarray, n
         with np.errstate(divide="ignore", invalid="ignore"):
             adv = centred / (_whitening_std(centred, ~const, keep, roles) + eps)
     return np.where(const, 0.0, adv)
+
+
+@register_estimator("grpo_per_agent", formula="`(r - mean_g) / (std_g + eps)`", normalised=True)
+@register_estimator("at_grpo", formula="`(r - mean_g) / (std_g + eps)`", normalised=True)
+def group_normalised_advantages(r: np.ndarray, codes: np.ndarray, n_groups: int, *, eps: float, norm: str,
+                                roles: Any = None, keep: Any = None) -> np.ndarray:
+    """AT-GRPO (groups: one state, ``(task_id, env_idx, turn, agent)``) and per-agent GRPO (the caller's groups,
+    e.g. ``(task_id, agent)``): the reward centred on its group's mean, divided by the group's std."""
+    centred, std, const = _centred_and_std(r, codes, n_groups)
+    return _normalised(centred, std, const, norm, eps, keep, roles)
+
+
+@register_estimator("dr_grpo", formula="`r - mean_g`")
+def dr_grpo(r: np.ndarray, codes: np.ndarray, n_groups: int, *, eps: float) -> np.ndarray:
+    """Dr.GRPO: the reward centred on its group's mean, not divided by a std."""
+    _, _, means = _group_stats(r, codes, n_groups)
+    const = _constant_groups(r, codes, n_groups)
+    return np.where(const[codes], 0.0, r - means[codes])
+
+
+@register_estimator("rloo", formula="`r - (sum_g - r) / (n_g - 1)`")
+def rloo(r: np.ndarray, codes: np.ndarray, n_groups: int, *, eps: float) -> np.ndarray:
+    """RLOO: the leave-one-out baseline, the mean of the group's other rewards; singleton groups give 0."""
+    counts, sums, _ = _group_stats(r, codes, n_groups)
+    const = _constant_groups(r, codes, n_groups)
+    n = counts[codes]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        adv = np.where(n > 1, r - (sums[codes] - r) / np.maximum(n - 1.0, 1.0), 0.0)
+    return np.where(const[codes], 0.0, adv)
 
 
 def _whitening_std(values: np.ndarray, used: np.ndarray, keep: Any, whiten_by: Any) -> np.ndarray:
@@ -243,3 +414,60 @@ def _whitening_std(values: np.ndarray, used: np.ndarray, keep: Any, whiten_by: A
     return np.sqrt(var)[labels]
 
 
+def _trained_per_policy(samples: Sequence[Any], keep: np.ndarray) -> dict[str, Any]:
+    # REINFORCE++-baseline in a run whitens over the samples that are trained, per policy
+    return {"keep": keep, "whiten_by": [s.policy_id for s in samples]}
+
+
+@register_estimator("reinforce_pp", formula="`a = r - mean_g`, then `a / (std(a over the batch) + eps)`",
+                    options=("keep", "whiten_by"), sample_options=_trained_per_policy)
+def reinforce_pp(r: np.ndarray, codes: np.ndarray, n_groups: int, *, eps: float, keep: Any = None,
+                 whiten_by: Any = None) -> np.ndarray:
+    """REINFORCE++-baseline: the reward centred on its group's mean, whitened over the batch's trained samples
+    (``keep``, outside zero-variance groups), per ``whiten_by`` label."""
+    _, _, means = _group_stats(r, codes, n_groups)
+    const = _constant_groups(r, codes, n_groups)
+    centred = np.where(const[codes], 0.0, r - means[codes])
+    adv = centred / (_whitening_std(centred, ~const[codes], keep, whiten_by) + eps)
+    return np.where(const[codes], 0.0, adv)
+
+
+def _gigpo_of_samples(samples: Sequence[Any], *, group_by: Sequence[str], filter_zero_variance: bool,
+                      step_weight: float = GiGPOOptions.step_weight, gamma: float = GiGPOOptions.gamma,
+                      std_norm: bool = GiGPOOptions.std_norm) -> SampleAdvantages:
+    # its own groups: the episodes of a task, and identical states (the step groups)
+    g = gigpo_of_samples(samples, by=group_by, options=GiGPOOptions(float(step_weight), float(gamma),
+                                                                     bool(std_norm)))
+    keep = g.informative if filter_zero_variance else np.ones(len(samples), dtype=bool)
+    return SampleAdvantages(g.advantages, g.step_groups, keep)
+
+
+@register_estimator("gigpo", formula="`A_ep + omega * A_step` (below)", episodes=True,
+                    options=("anchor_ids", "order", "step_weight", "gamma", "std_norm"),
+                    required={"anchor_ids": "the anchor state of each sample (e.g. anchor_id(agent, prompt))"},
+                    settings={"step_weight": "gigpo_step_weight", "gamma": "gigpo_gamma",
+                              "std_norm": "gigpo_std_norm"}, of_samples=_gigpo_of_samples)
+def gigpo(r: np.ndarray, codes: np.ndarray, n_groups: int, *, eps: float, episode_ids: Any, anchor_ids: Any,
+          **options: Any) -> np.ndarray:
+    """GiGPO: :func:`gigpo_advantages` (``codes``: the task groups)."""
+    return gigpo_advantages(r, codes, episode_ids, anchor_ids, eps=eps, **options).advantages
+
+
+@register_estimator("drmas_grpo", formula="`R = R_e` of the step's episode, then `(R - mean_g) / (std_g + eps)`, "
+                    "every step an entry of g", episodes=True, normalised=True)
+def drmas_grpo(r: np.ndarray, codes: np.ndarray, n_groups: int, *, eps: float, episode_ids: Any, norm: str,
+               roles: Any = None, keep: Any = None) -> np.ndarray:
+    """DrMAS per-agent GRPO: every step valued at its episode's return, an entry of its group."""
+    returns = episode_returns(r, _codes_of(episode_ids, r.shape[0], "episode_ids"))
+    return group_normalised_advantages(returns, codes, n_groups, eps=eps, norm=norm, roles=roles, keep=keep)
+
+
+@register_estimator("episode_grpo", formula="one entry `R_e` per episode of g: `(R_e - mean_g) / (std_g + eps)`, "
+                    "given to each of its steps", episodes=True, normalised=True)
+def episode_grpo(r: np.ndarray, codes: np.ndarray, n_groups: int, *, eps: float, episode_ids: Any, norm: str,
+                 roles: Any = None, keep: Any = None) -> np.ndarray:
+    """Outcome GRPO on episodes: one entry per (task group, episode), its return, given to each of its steps."""
+    ep = _codes_of(episode_ids, r.shape[0], "episode_ids")
+    pair_task, pair_return, pair = _episode_entries(r, codes, ep)
+    centred, std, const = _centred_and_std(pair_return, pair_task, int(pair_task.max()) + 1)
+    return _normalised(centred[pair], std[pair], const[pair], norm, eps, keep, roles)

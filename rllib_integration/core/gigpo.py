@@ -1,4 +1,4 @@
-"""GiGPO and the estimators over K parallel episodes of a task (:data:`~.choices.EPISODE_ESTIMATORS`).
+"""GiGPO and the estimators over K parallel episodes of a task (:data:`~.advantages.EPISODE_ESTIMATORS`).
 
 GiGPO (Feng et al. 2025, "Group-in-Group Policy Optimization for LLM Agent Training", as in verl-agent):
 an episode-level advantage (the episode's return normalised over the K episodes of its task group) plus
@@ -26,9 +26,6 @@ __all__ = ["GiGPOAdvantages", "gigpo_advantages", "gigpo_of_samples", "parallel_
 
 #: added to the std in every normalisation (``(x - mean) / (std + eps)``)
 DEFAULT_EPS = 1e-6
-
-
-_GIGPO_OPTIONS = ("episode_ids", "anchor_ids", "order", "step_weight", "gamma", "std_norm")
 
 
 _GIGPO = GiGPOOptions()
@@ -180,8 +177,8 @@ def gigpo_of_samples(
 def parallel_episodes(samples: Sequence[Any], by: Sequence[str] = ("task_id", "env_idx", "agent"),
                       what: str = "this estimator") -> tuple[np.ndarray, list[tuple[int, int]]]:
     """``(task_groups, episodes)`` of parallel-mode rollout samples, for the estimators that compare K
-    independent episodes of a task (:data:`EPISODE_ESTIMATORS`): the task group of a sample is its group key
-    restricted to the fields ``by`` other than ``turn`` (int codes), its episode ``(env_idx, candidate)`` (the
+    independent episodes of a task (:data:`~.advantages.EPISODE_ESTIMATORS`): the task group of a sample is its
+    group key restricted to the fields ``by`` other than ``turn`` (int codes), its episode ``(env_idx, candidate)`` (the
     candidate index is the episode index in parallel mode). Tree-mode samples (some not ``chosen``) raise:
     a tree plays one continued trajectory per task."""
     fields = tuple(f for f in by if f != "turn")

@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal, Mapping, Optional, Sequence
 
 from pydantic import BaseModel
 
-__all__ = ["ConfigError", "UsageError", "unknown_key_message", "pydantic_message"]
+__all__ = ["ConfigError", "UsageError", "unknown_key_message", "not_one_of", "pydantic_message"]
 
 
 class ConfigError(ValueError):
@@ -29,6 +29,12 @@ def unknown_key_message(where: str, key: str, known: Sequence[str], *, prefix_wh
     hint = difflib.get_close_matches(str(key), list(known), n=1, cutoff=0.5)
     return (f"unknown config key {pre}{key}" + (f" (did you mean {pre}{hint[0]}?)" if hint else "")
             + f"; known keys{' of ' + where if where else ''}: {sorted(known)}")
+
+
+def not_one_of(value: Any, options: Sequence[Any]) -> str:
+    """``'VALUE' is not one of [...] (did you mean 'CLOSE'?)``: a value outside a setting's vocabulary."""
+    hint = difflib.get_close_matches(str(value), [str(o) for o in options], n=1)
+    return f"{value!r} is not one of {list(options)}" + (f" (did you mean {hint[0]!r}?)" if hint else "")
 
 
 def _annotation_at(root: type[BaseModel], loc: Sequence[Any]) -> Any:
@@ -87,9 +93,7 @@ def pydantic_message(root: type[BaseModel], err: Mapping[str, Any]) -> tuple[Opt
         return None, unknown_key_message(where, str(loc[-1]), _known_keys(root, loc[:-1]))
     loc = tuple(p for p in loc if not isinstance(p, int))
     if kind == "literal_error":
-        options = _choices(_annotation_at(root, loc))
-        hint = difflib.get_close_matches(str(v), [str(o) for o in options], n=1)
-        return loc, f"{v!r} is not one of {options}" + (f" (did you mean {hint[0]!r}?)" if hint else "")
+        return loc, not_one_of(v, _choices(_annotation_at(root, loc)))
     bounds = {"greater_than_equal": (">=", "ge"), "greater_than": (">", "gt"), "less_than_equal": ("<=", "le"),
               "less_than": ("<", "lt")}
     if kind in bounds:

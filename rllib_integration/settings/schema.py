@@ -8,14 +8,17 @@ from __future__ import annotations
 
 import copy
 import typing
-from typing import Annotated, Any, Iterable, Literal, Optional, get_args
+from typing import TYPE_CHECKING, Annotated, Any, Iterable, Literal, Optional, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, ValidationInfo, create_model
+from pydantic import (BaseModel, ConfigDict, Field, PlainValidator, StrictBool, StrictInt, StrictStr, ValidationInfo,
+                      create_model)
 from pydantic import field_validator
 
-from ..core.choices import (AGG_MODES, ESTIMATORS, KEY_FIELDS, KL_ESTIMATORS, AdvNorm, AggMode, BehaviorLogprobs,
-                            Estimator, KeyField, KlEstimator, LogprobMode)
+from ..core.advantages import estimator_names
+from ..core.choices import (AGG_MODES, KEY_FIELDS, KL_ESTIMATORS, AdvNorm, AggMode, BehaviorLogprobs, KeyField,
+                            KlEstimator, LogprobMode)
 from ..core.options import DEFAULT_ADV_NORM, LORA_DEFAULTS, GiGPOOptions, HFOptions, LossConfig
+from .errors import not_one_of
 from .values import TINY_MODEL_ARGS, EnvId, Number, Stop, check_model_spec, check_tiny_args
 
 __all__ = ["RunSettings", "PolicySettings", "PER_POLICY", "Section", "setting", "LEVELS", "L1_ONE_MODEL",
@@ -35,6 +38,21 @@ def several_policies_at_l1(level: str, policy_ids: Iterable[str]) -> bool:
     """The rule "L1 means one policy": True where ``level`` is L1 and ``policy_ids`` name more than one
     policy (an error: :data:`L1_ONE_MODEL`; use L2/L3 for a policy per role)."""
     return level == "L1" and len(set(policy_ids)) > 1
+#: the advantage estimators registered when the settings were imported (the built-in ones, in the docs and the
+#: builders' signatures); ``training.estimator`` is checked against the registry as it is at validation
+ESTIMATORS: tuple[str, ...] = estimator_names()
+
+
+def _registered_estimator(value: Any) -> str:
+    if isinstance(value, str) and value in estimator_names():
+        return value
+    raise ValueError(not_one_of(value, estimator_names()))
+
+
+if TYPE_CHECKING:
+    Estimator = str
+else:  # the registry's vocabulary (core/advantages.py, register_estimator)
+    Estimator = Annotated[Literal[ESTIMATORS], PlainValidator(_registered_estimator)]
 #: the fields of the advantage group key (:data:`rllib_integration.core.advantages.KEY_FIELDS`)
 GROUP_FIELDS = KEY_FIELDS
 #: ``rollout.sandbox``: how the rollout workers' envs run model-written programs

@@ -7,7 +7,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from pydantic import ValidationError
 
-from ..core.choices import EPISODE_ESTIMATORS, STD_ESTIMATORS
+from ..core.advantages import estimator_names, get_estimator
 from ..core.options import DEFAULT_ADV_NORM
 from .errors import ConfigError, pydantic_message
 from .schema import L1_ONE_MODEL, RunSettings, several_policies_at_l1
@@ -40,7 +40,7 @@ def _cross_checks(full: Mapping[str, Any]) -> list[tuple[tuple, str]]:
         out.append((("sampling", "k"), "tree sampling with k=1 gives one-sample groups (zero advantage); use k >= 2"))
     train = full["training"]
     est = train["estimator"]
-    if est in EPISODE_ESTIMATORS:
+    if get_estimator(est).episodes:
         if samp["mode"] != "parallel":
             why = ("gigpo compares K independent episodes of a task and their identical states, which tree sampling "
                    "does not produce (one continued trajectory per task; its nodes are AT-GRPO's groups already)"
@@ -64,10 +64,11 @@ def _cross_checks(full: Mapping[str, Any]) -> list[tuple[tuple, str]]:
                     "exp(learner log-prob - sampler log-prob), with the learner's own recomputed log-probs: set "
                     "training.behavior_logprobs: learner (ATGRPOConfig.training(behavior_logprobs='learner')), or "
                     f"training.tis_cap: null (training.behavior_logprobs is {train['behavior_logprobs']!r})"))
-    if train["adv_norm"] != DEFAULT_ADV_NORM and est not in STD_ESTIMATORS:
+    if train["adv_norm"] != DEFAULT_ADV_NORM and not get_estimator(est).normalised:
         out.append((("training", "adv_norm"), f"{train['adv_norm']} rescales the std-normalised estimators "
-                    f"{list(STD_ESTIMATORS)}, not {est} (dr_grpo and rloo only centre; reinforce_pp whitens per "
-                    "policy; gigpo: training.gigpo_std_norm); use estimator at_grpo with adv_norm none for Dr.GRPO"))
+                    f"{list(estimator_names(normalised=True))}, not {est} (dr_grpo and rloo only centre; "
+                    "reinforce_pp whitens per policy; gigpo: training.gigpo_std_norm); use estimator at_grpo with "
+                    "adv_norm none for Dr.GRPO"))
     if full["rollout"]["backend"] == "vllm":
         out.extend(_vllm_checks(full))
     roll = full["rollout"]

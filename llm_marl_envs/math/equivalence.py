@@ -34,7 +34,7 @@ from .extraction import extract_all_boxed, extract_answer, extract_boxed, final_
 from .pool import configure, shutdown_workers
 from .numbers import approx_value, numbers_equal, parse_number, values_differ
 from .rules import (MAX_ANSWER_CHARS, MAX_LIST_ITEMS, Shape, canon, depth_ok, is_base_numeral, normalize_answer,
-                    parse_shape, too_costly, words_equal)
+                    normalize_with_unit, parse_shape, too_costly, unit_key, words_equal)
 
 __all__ = ["is_equivalent", "extract_boxed", "extract_all_boxed", "extract_answer", "normalize_answer", "configure",
            "shutdown_workers", "checker_stats", "CheckerStats", "CheckerError"]
@@ -120,8 +120,6 @@ Verdict = bool | None
 
 _DECIMAL_COMMA_RE = re.compile(r"^[-+]?\d+,\d+$")
 _DECIMAL_RE = re.compile(r"^[-+]?\d*\.\d+$")
-_FUNCTION_LHS_RE = re.compile(r"\\(?:sin|cos|tan|cot|sec|csc|log|ln|exp|arcsin|arccos|arctan|sinh|cosh|tanh)"
-                              r"(?![A-Za-z])|\b(?:sin|cos|tan|log|ln|exp)\s*\(")
 
 
 def _scalar_rules(a: str, b: str) -> Verdict:
@@ -153,7 +151,7 @@ def _dedup(xs: tuple[Shape, ...]) -> tuple[Shape, ...]:
     """A set's elements with exact repeats dropped (``\\{1, 1\\}`` is ``\\{1\\}``, as for math-verify)."""
     seen: dict[str, Shape] = {}
     for x in xs:
-        seen.setdefault(canon(x.text) if x.text else repr(x), x)
+        seen.setdefault(x.label + "=" + canon(x.text) if x.text else repr(x), x)
     return tuple(seen.values())
 
 
@@ -192,6 +190,8 @@ def _ordered(xs: tuple[Shape, ...], ys: tuple[Shape, ...]) -> Verdict:
 
 def _rules(a: Shape, b: Shape) -> Verdict:
     """The rules' verdict on two shapes; element comparisons inside lists may ask the worker."""
+    if a.label and b.label and a.label != b.label:
+        return NOT_EQUAL  # x = 3 is not y = 3: each names a different unknown (math-verify: x=1 != y=1)
     if a.kind == "union" and len(a.items) == 1:
         a = a.items[0]
     if b.kind == "union" and len(b.items) == 1:
@@ -215,8 +215,10 @@ def _rules(a: Shape, b: Shape) -> Verdict:
         return _ordered(a.items, b.items)  # a tuple written without its parentheses keeps its order
     if kinds == {"seq", "set"}:
         return NOT_EQUAL  # a tuple is not a set: (3, 1) != {1, 3}
-    if "eq" in kinds and a.kind != b.kind and _FUNCTION_LHS_RE.search((a if a.kind == "eq" else b).text.split("=")[0]):
-        return NOT_EQUAL  # \\sin(x) = a is an equation about sin, not the answer a (math-verify reads it as a)
+    if "eq" in kinds and a.kind != b.kind and not (b if a.kind == "eq" else a).label:
+        # an equation (2x = 6, 7 = 11a+c, \\sin(x) = a) is not the bare value on its right side; against an
+        # assignment (y = -\\frac12x + \\frac34) math-verify compares the two equations
+        return NOT_EQUAL
     if kinds & {"seq", "set", "bare", "matrix", "union"} and (_is_number(a) or _is_number(b)):
         return NOT_EQUAL  # a number is not a collection
     if canon(a.text) == canon(b.text) or words_equal(a.text, b.text):
@@ -224,9 +226,15 @@ def _rules(a: Shape, b: Shape) -> Verdict:
     return UNKNOWN
 
 
+def _whole(x: Shape) -> str:
+    return f"{x.label}={x.text}" if x.label and x.kind != "eq" else x.text
+
+
 def _equal(a: Shape, b: Shape) -> bool:
     verdict = _rules(a, b)
     if verdict is UNKNOWN:
+        if "eq" in (a.kind, b.kind):  # an equation against an assignment: both whole
+            return _slow(_whole(a), _whole(b))
         return bool(a.text and b.text) and _slow(a.text, b.text)
     return verdict
 
@@ -251,9 +259,12 @@ def _compare(p: str, r: str) -> bool:
 
 
 def _is_equivalent(prediction: str, reference: str) -> bool:
-    p, r = normalize_answer(prediction), normalize_answer(reference)
+    (p, p_unit), (r, r_unit) = normalize_with_unit(prediction), normalize_with_unit(reference)
     if not p or not r:
         return False
+    p_unit, r_unit = unit_key(p_unit), unit_key(r_unit)
+    if p_unit and r_unit and p_unit != r_unit:
+        return False  # 5 cm is not 5 m; against a bare number the unit is dropped (MATH's references omit it)
     if p == r:
         return True
     if len(p) > MAX_ANSWER_CHARS or len(r) > MAX_ANSWER_CHARS or not depth_ok(p) or not depth_ok(r):

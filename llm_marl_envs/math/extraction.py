@@ -213,9 +213,26 @@ def _phrase_answer(text: str) -> str | None:
     return _stated_value(rest) or rest
 
 
+# what may stand between two boxes of one answer list: math delimiters, spacing, commas, "and"/"or" (plain
+# or in \\text{}), and a name before the next box (x = \\boxed{2} or x = \\boxed{3}); any other word is prose
+_JOINER_RE = re.compile(r"\$|\\[\[\]()]|\\q?quad(?![A-Za-z])|\\[,;: !]|~|[\s,;&]|\\\\|"
+                        r"\\(?:text|textrm|mbox|mathrm)\s*\{\s*(?:and|or|,)?\s*\}|\b(?:and|or)\b|"
+                        r"(?:\b[A-Za-z]|\\[A-Za-z]+)(?:_\{?\w+\}?)?'*\s*=")
+_BOX_OPEN_RE = re.compile(r"\\(?:boxed|fbox)\s*\{?$")
+
+
+def _joins_a_list(between: str) -> bool:
+    """True when the text between two boxes (from the first's closing brace to the second's ``\\boxed{``)
+    only joins them: no prose, no sentence end, no line break."""
+    gap = _BOX_OPEN_RE.sub("", between[1:] if between.startswith("}") else between)
+    return "\n" not in gap and len(gap) <= 60 and not _JOINER_RE.sub("", gap).strip()
+
+
 def final_boxes(text: str) -> list[str]:
-    """Every boxed answer of the line that holds the last box, when they are joined by short words
-    only (``x = \\boxed{2} or x = \\boxed{3}``): math-verify reads these as one answer list."""
+    """Every boxed answer of the line that holds the last box, when they are joined only by
+    "and"/"or", commas, spacing and math delimiters (``x = \\boxed{2} or x = \\boxed{3}``,
+    ``$\\boxed{1}$, $\\boxed{2}$``): math-verify reads these as one answer list. Boxes with prose between them
+    (``\\boxed{2} is wrong, \\boxed{3}``) are separate answers: the last one counts."""
     if not isinstance(text, str):
         return []
     text = _clean_reply(text[-MAX_INPUT_CHARS:])
@@ -224,8 +241,7 @@ def final_boxes(text: str) -> list[str]:
         return []
     out = [spans[-1]]
     for start, content in reversed(spans[:-1]):
-        between = text[start + len(content):out[-1][0]]
-        if "\n" in between or len(between) > 24 or re.search(r"[.!?](?:\s|$)", between):
+        if not _joins_a_list(text[start + len(content):out[-1][0]]):
             break
         out.append((start, content))
     items: list[str] = []

@@ -6,9 +6,11 @@ slow path:
 1. **Normalization** (:func:`normalize_answer`): take the last ``\\boxed{...}`` if present,
    strip LaTeX noise (``$``, ``\\left``, spacing, ``\\text{}`` wrappers, units, degrees,
    ``\\$``) and put the answer in a canonical text form.
+   The unit dropped is kept aside (:func:`normalize_with_unit`, :func:`unit_key`): two answers
+   with different units are different; a number word is a factor (``5 thousand`` is 5000).
 2. **Shape** (:func:`parse_shape`): a multiple-choice letter, a set, a tuple or interval, a
-   bare comma list, an assignment ``x = 3``, an equation, an inequality (read as an
-   interval), a percentage or a scalar.
+   bare comma list, an assignment ``x = 3`` (its value, labelled with the name), an equation,
+   an inequality (read as an interval), a percentage or a scalar.
 3. **Text comparison** (:func:`canon`, :func:`words_equal`, :func:`is_base_numeral`).
 4. **Guards** (:func:`too_costly`): answers that would make sympy build enormous objects
    are compared as text only.
@@ -20,12 +22,13 @@ Nothing here imports sympy or starts a process. The full rules are in ``docs/mat
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .extraction import MAX_INPUT_CHARS, final_answer
+from .numbers import parse_number
 
-__all__ = ["normalize_answer", "parse_shape", "Shape", "too_costly", "depth_ok", "canon", "words_equal",
-           "is_base_numeral", "MAX_ANSWER_CHARS", "MAX_LIST_ITEMS"]
+__all__ = ["normalize_answer", "normalize_with_unit", "unit_key", "parse_shape", "Shape", "too_costly", "depth_ok",
+           "canon", "words_equal", "is_base_numeral", "MAX_ANSWER_CHARS", "MAX_LIST_ITEMS"]
 
 MAX_ANSWER_CHARS = 1_000  # an answer (after extraction) longer than this is only compared as text
 MAX_NESTING = 30
@@ -47,17 +50,18 @@ _MATRIX_ENV_RE = re.compile(r"\\(begin|end)\{(?:bmatrix|Bmatrix|matrix|smallmatr
 _ARRAY_RE = re.compile(r"[\[(]\s*\\begin\{array\}\s*\{[^{}]*\}(.*?)\\end\{array\}\s*[\])]", re.S)
 _CURRENCY_RE = re.compile(r"^(?:[€£¥₹₽]|USD|EUR|GBP|RUB)\s*|\s*(?:[€£¥₹₽]|\b(?:USD|EUR|GBP|RUB|rubles?|euros?|"
                           r"dollars?|yuan|rupees?))$")
-_GLUED_UNIT_RE = re.compile(r"^([-+]?\d+(?:\.\d+)?)\s*(?:cm|mm|km|kg|mg|ml|mL|cm\^?2|m\^?2|km/h|mph|kph|hrs?|"
+_GLUED_UNIT_RE = re.compile(r"^([-+]?\d+(?:\.\d+)?)\s*(cm|mm|km|kg|mg|ml|mL|cm\^?2|m\^?2|km/h|mph|kph|hrs?|"
                             r"min|sec|ft|yd|lbs?|oz)$")
 
 
-def _strip_units(s: str) -> str:
-    """Drop trailing unit words (``10 square units`` -> ``10``); a linear scan, no regex backtracking."""
+def _strip_units(s: str) -> tuple[str, str]:
+    """Drop trailing unit words (``10 square units`` -> ``10``); a linear scan, no regex backtracking.
+    Returns the rest and the unit words dropped (``""`` when none)."""
     tokens = s.split(" ")
     if len(tokens) < 2:
-        return s
-    last = re.sub(r"\^\{?[23]\}?$", "", tokens[-1])
-    tokens[-1] = last
+        return s, ""
+    power = re.search(r"\^\{?[23]\}?$", tokens[-1])
+    tokens[-1] = tokens[-1][:power.start()] if power else tokens[-1]
     k = len(tokens)
     while k > 1:
         word = tokens[k - 1].rstrip(".")
@@ -66,11 +70,78 @@ def _strip_units(s: str) -> str:
         else:
             break
     if k == len(tokens):
-        return s
+        return s, ""
     body = " ".join(tokens[:k]).strip()
     if body and any(c.isdigit() for c in body) and (body[-1].isalnum() or body[-1] in ")]}._"):
-        return body
-    return s
+        return body, " ".join(tokens[k:]) + (power.group(0) if power else "")
+    return s, ""
+
+
+# ------------------------------------------------------------------------------------------
+# units: a number word is a factor (5 thousand = 5000); two different units are different answers
+
+_FACTORS = {"hundred": 100, "thousand": 1000, "million": 10 ** 6, "billion": 10 ** 9, "trillion": 10 ** 12,
+            "dozen": 12}
+_UNIT_NAMES = {  # spelling -> one name; plurals are made singular before the lookup
+    "centimeter": "cm", "centimetre": "cm", "millimeter": "mm", "millimetre": "mm", "kilometer": "km",
+    "kilometre": "km", "meter": "m", "metre": "m", "gram": "g", "kilogram": "kg", "milligram": "mg",
+    "second": "s", "sec": "s", "minute": "min", "hour": "h", "hr": "h", "day": "day", "week": "week",
+    "year": "yr", "foot": "ft", "feet": "ft", "inch": "in", "yard": "yd", "mile": "mi", "liter": "l",
+    "litre": "l", "milliliter": "ml", "millilitre": "ml", "pound": "lb", "ounce": "oz", "kph": "km/h",
+    "mph": "mi/h", "degree": "deg", "radian": "rad", "dollar": "dollar", "hrs": "h", "mins": "min", "secs": "s",
+    "lbs": "lb", "yrs": "yr", "kgs": "kg", "cms": "cm",
+}
+_GENERIC_UNITS = {"unit", "units", "square units", "sq units", "cubic units", "u"}  # "10 square units": no unit
+
+
+def _singular(word: str) -> str:
+    if word in _UNIT_NAMES or len(word) <= 3:
+        return word
+    if word.endswith(("ches", "shes", "xes", "sses")):
+        return word[:-2]
+    return word[:-1] if word.endswith("s") and not word.endswith("ss") else word
+
+
+def unit_key(unit: str) -> str:
+    """One spelling of a unit, to compare two answers' units: ``\\text{ centimeters}`` and ``cm`` give
+    ``cm``; ``square meters``, ``m^2`` and ``m^{2}`` give ``m^2``; ``miles per hour`` gives ``mi/h``.
+    ``""`` for no unit or a generic one (``square units``)."""
+    u = re.sub(r"\\[a-z]+\s*\{([^{}]*)\}", r"\1", unit).replace("{", "").replace("}", "").replace("~", " ")
+    u = " ".join(u.lower().replace(".", " ").split())
+    if not u or u in _GENERIC_UNITS:
+        return ""
+    power = ""
+    m = re.match(r"^(?:square|sq)\s+(.+)$", u) or re.match(r"^(.+?)\s+squared$", u)
+    if m:
+        u, power = m.group(1), "^2"
+    m = re.match(r"^(?:cubic|cu)\s+(.+)$", u) or re.match(r"^(.+?)\s+cubed$", u)
+    if m:
+        u, power = m.group(1), "^3"
+    m = re.match(r"^(.*?)\s*\^\s*([23])$", u)
+    if m:
+        u, power = m.group(1), "^" + m.group(2)
+    if u in _GENERIC_UNITS:
+        return ""
+    parts = [p.strip() for p in re.split(r"\s+per\s+|/", u)]
+    names = ["".join(_UNIT_NAMES.get(_singular(w), _singular(w)) for w in p.split()) for p in parts]
+    return "/".join(names) + power
+
+
+def _scaled(value: str, unit: str) -> tuple[str, str]:
+    """``5`` with the unit ``thousand`` is ``5000``; ``2`` with ``million dollars`` is ``2000000`` (unit
+    ``dollars``). A value that is not a plain number gets ``\\times`` the factor."""
+    words = unit.split()
+    factor = 1
+    while words and _singular(words[0].lower()) in _FACTORS:
+        factor *= _FACTORS[_singular(words.pop(0).lower())]
+    if factor == 1:
+        return value, unit
+    number = parse_number(value)
+    if number is None:
+        return f"{value} \\times {factor}", " ".join(words)
+    scaled = number.value * factor
+    text = str(scaled.numerator) if scaled.denominator == 1 else f"\\frac{{{scaled.numerator}}}{{{scaled.denominator}}}"
+    return text, " ".join(words)
 
 
 def normalize_answer(text: str) -> str:
@@ -85,8 +156,15 @@ def normalize_answer(text: str) -> str:
     as ``=``; a choice letter ``(B)`` becomes ``B``; without a box, reads the text after the last
     "the answer is" / "answer:" phrase; drops a trailing period. Never raises.
     """
+    return normalize_with_unit(text)[0]
+
+
+def normalize_with_unit(text: str) -> tuple[str, str]:
+    """:func:`normalize_answer` and the unit it dropped (``5\\text{ cm}^2`` -> ``("5", "cm^2")``; a number
+    word is a factor, not a unit: ``5\\text{ thousand}`` -> ``("5000", "")``). The unit is ``""`` when none."""
     if not isinstance(text, str):
-        return ""
+        return "", ""
+    unit = ""
     s = text.strip()
     if len(s) > MAX_INPUT_CHARS:
         s = s[-MAX_INPUT_CHARS:]
@@ -122,7 +200,7 @@ def normalize_answer(text: str) -> str:
         before = s[:m.start()].strip()
         if before and re.fullmatch(r"\s*[A-Za-z][A-Za-z\s.]*(\^\{?[23]\}?)?", inner + s[m.end():]) and \
                 not any(w in ("and", "or") for w in inner.split()):
-            s = before
+            s, unit = before, inner + s[m.end():]
             break
         s = s[:m.start()] + " " + inner + " " + s[m.end():]
     s = re.sub(r"\s+", " ", s).strip()
@@ -130,8 +208,13 @@ def normalize_answer(text: str) -> str:
     s = s.strip(" ,")
     s = re.sub(r"\.$", "", s).strip()
     s = _CURRENCY_RE.sub("", s).strip()  # €5, 5 EUR, 1000,99 ₽
-    s = _strip_units(s)
-    s = _GLUED_UNIT_RE.sub(r"\1", s)  # 12cm
+    s, dropped = _strip_units(s)
+    unit = dropped or unit
+    glued = _GLUED_UNIT_RE.match(s)
+    if glued:  # 12cm
+        s, unit = glued.group(1), glued.group(2)
+    if unit:
+        s, unit = _scaled(s, unit)  # 5 thousand is 5000
     s = re.sub(r"\s*%$", "", s).strip()  # percent is a unit, like cm: 25% is the answer 25
     if re.fullmatch(r"[-+]?\s*\d.*degrees?", s):
         s = s.rsplit(" ", 1)[0]
@@ -140,7 +223,7 @@ def normalize_answer(text: str) -> str:
     m = _CHOICE_RE.match(s)
     if m:
         s = m.group(1)
-    return s
+    return s, unit
 
 
 # ------------------------------------------------------------------------------------------
@@ -156,6 +239,7 @@ class Shape:
     items: tuple["Shape", ...] = ()
     open: str = ""
     close: str = ""
+    label: str = ""  # the name an assignment gave this value (x in x = 3): two different names never match
 
 
 _OPENERS = {"(": ")", "[": "]", "{": "}"}
@@ -238,6 +322,45 @@ def _is_name(lhs: str) -> bool:
     return bool(_NAME_RE.match(lhs) or _NAMES_RE.match(lhs))
 
 
+_LABEL_NOISE_RE = re.compile(r"_\{[^{}]*\}|_[A-Za-z0-9]|\\(?:frac|overline|cdot|times)(?![A-Za-z])")
+_GREEK_RE = re.compile(rf"\\(?:{_GREEK})(?![A-Za-z])")
+
+
+def _is_label(lhs: str) -> bool:
+    """Names combined without numbers or functions (``x+y``, ``ab``, ``\\frac{NO}{BO}``, ``S_{MBCN}:S``, ``P(X=2)``):
+    math-verify's assignment left side (``is_expr_of_only_symbols``), a label of the asked quantity."""
+    bare = re.sub(r"(?<=[A-Za-z])\([^()]*\)", " ", lhs)  # P(X=2), f(2): the argument of a name
+    bare = _GREEK_RE.sub("a", _LABEL_NOISE_RE.sub(" ", bare))
+    return bool(re.fullmatch(r"[A-Za-z\s{}()|+\-*/:',]+", bare)) and bool(re.search(r"[A-Za-z]", bare))
+
+
+def _letters(s: str) -> set[str]:
+    """The variables of an expression: single letters and Greek letters, not LaTeX commands or subscripts."""
+    return set(_GREEK_RE.findall(s)) | set(re.findall(r"[A-Za-z]", re.sub(r"\\[A-Za-z]+|_\{[^{}]*\}|_\w", " ", s)))
+
+
+def _label_key(lhs: str) -> str:
+    """One spelling of a left-side name: ``x_{1}`` is ``x_1``, ``|AB|`` and ``\\overline{AB}`` are ``AB``."""
+    key = re.sub(r"_\{(\w+)\}", r"_\1", canon(lhs))
+    key = re.sub(r"^\\overline\{([A-Z]{2})\}$|^\|([A-Z]{2})\|$", lambda m: m.group(1) or m.group(2), key)
+    return key
+
+
+def _assignment(lhs: str, rhs: str) -> str | None:
+    """The label when ``lhs = rhs`` gives the value ``rhs`` a name (``x = 3``, ``f(x) = 2x+1``, ``x+y = 5``);
+    ``""`` for a computation whose result is ``rhs`` (``\\binom{5}{2} = 10``); None for an equation: a
+    left side with numbers and variables (``2x = 6``), a constant against an expression in variables
+    (``7 = 11a+c``), or a name that occurs on the right too (``y = 2y+1`` says y = -1)."""
+    if _is_computation(lhs):
+        return "" if _is_computation(rhs) else None
+    if not (_is_name(lhs) or _is_label(lhs)):
+        return None
+    call = re.fullmatch(r"(.+)\(\s*[A-Za-z]\s*\)", lhs.strip())  # f(x) = 2x + 1: x is f's argument
+    if _letters(call.group(1) if call else lhs) & _letters(rhs):
+        return None
+    return _label_key(lhs)
+
+
 def _is_computation(lhs: str) -> bool:
     """A constant expression without variables (``\\binom{5}{2}``, ``17 \\bmod 5``, ``e^{i\\pi}``): its
     right side is the result. Letters in subscripts (``\\log_2``, ``\\lim_{x \\to 0}``) and the constants
@@ -291,8 +414,8 @@ def parse_shape(s: str, depth: int = 0) -> Shape:
     if m:
         return Shape("choice", m.group(1))
     eq = _split_top(s, "=")
-    if len(eq) == 2 and eq[1].strip() and _is_computation(eq[0]):  # \\begin{vmatrix}...\\end{vmatrix} = 3
-        return parse_shape(eq[1], depth + 1)
+    if len(eq) == 2 and eq[1].strip() and _is_computation(eq[0]) and _is_computation(eq[1]):
+        return parse_shape(eq[1], depth + 1)  # \\begin{vmatrix}...\\end{vmatrix} = 3
     m = _MATRIX_RE.match(s)
     if m and "\\begin" not in m.group(1):  # a matrix: rows of entries, compared entry by entry
         rows = [r for r in (x.strip() for x in re.split(r"\\\\", m.group(1))) if r]
@@ -331,12 +454,13 @@ def parse_shape(s: str, depth: int = 0) -> Shape:
         return Shape("bare", s, items=tuple(parse_shape(p, depth + 1) for p in parts))
     m = _IN_RE.match(s)
     if m and _is_name(m.group(1)):
-        return parse_shape(m.group(2), depth + 1)
+        return replace(parse_shape(m.group(2), depth + 1), label=_label_key(m.group(1)))
     eq = _split_top(s, "=")
     if len(eq) >= 2 and all(p.strip() for p in eq):
         lhs, rhs = eq[0].strip(), eq[-1].strip()
-        if len(eq) == 2 and (_is_name(lhs) or _is_computation(lhs)):
-            return parse_shape(rhs, depth + 1)  # x = 3 and \\binom{5}{2} = 10 both answer their right side
+        label = _assignment(lhs, rhs) if len(eq) == 2 else None
+        if label is not None:  # x = 3 and \\binom{5}{2} = 10 both answer their right side; x keeps its name
+            return replace(parse_shape(rhs, depth + 1), label=label)
         if len(eq) > 2:
             return parse_shape(rhs, depth + 1)
         return Shape("eq", lhs + "=" + rhs)

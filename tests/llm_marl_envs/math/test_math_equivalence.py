@@ -52,7 +52,7 @@ TABLE: list[tuple[str, str, bool]] = [
     ("25%", "25\\%", T), ("25%", "0.3", F), ("150\\%", "1.5", F), ("\\boxed{5\\%}", "5", T),
     ("\\boxed{500\\%}", "5", F),
     # x = 3 forms
-    ("x = 3", "3", T), ("3", "x=3", T), ("x=3", "y=3", T), ("x = -2", "-2", T), ("x = 3", "4", F),
+    ("x = 3", "3", T), ("3", "x=3", T), ("x=3", "y=3", F), ("x = -2", "-2", T), ("x = 3", "4", F),
     ("y = 2x + 3", "2x+3", T), ("a_1 = 5", "5", T), ("x = 1, y = 2", "(1, 2)", T), ("k=\\frac{1}{2}", "0.5", T),
     ("x = 3 = 3", "3", T),
     # equations
@@ -193,6 +193,55 @@ ISSUE_22: list[tuple[str, str, bool]] = [
 
 @pytest.mark.parametrize("prediction,reference,expected", ISSUE_22)
 def test_issue_22_cases(prediction, reference, expected):
+    assert is_equivalent(prediction, reference) is expected
+    assert is_equivalent(reference, prediction) is expected
+
+
+# Issue 32: false "equal"s of three kinds. Each pair is checked both ways; the F rows were "equal" before.
+ISSUE_32_EQUATIONS: list[tuple[str, str, bool]] = [
+    # an equation is not the bare expression on its right side (math-verify's own test: 7 = 11a+c vs 11a+c)
+    ("7 = 11a+c", "11a+c", F), ("3 = 2y+1", "2y+1", F), ("\\sqrt{4} = 2y", "2y", F),
+    ("2x + z = 1", "1", F), ("a^2 + b = 0", "0", F), ("2x = 6", "6", F), ("x^2 + y^2 = 25", "25", F),
+    ("y = 2y+1", "2y+1", F),  # the name is on the right too: an equation (y = -1), not a value
+    # two labelled answers with different names (math-verify: "x=1 != y=1")
+    ("x = 3", "y = 3", F), ("x = 1, y = 2", "x = 2, y = 1", F), ("a_1 = 5", "a_2 = 5", F),
+    # a left side that names the answer: its value counts (graders' suites: k=1 vs 1, b=m vs m, x=30 vs 30)
+    ("x = 2y+1", "2y+1", T), ("y = 3", "3", T), ("k = 1", "1", T), ("f(x) = 2x+1", "2x+1", T),
+    ("x+y = 5", "5", T), ("x = 1, y = 2", "y = 2, x = 1", T), ("x = 1, y = 2", "(1, 2)", T),
+    ("x_{1} = 5", "x_1 = 5", T), ("\\sqrt{4} = 2", "2", T), ("\\binom{5}{2} = 10", "10", T),
+]
+
+ISSUE_32_BOXES: list[tuple[str, str, bool]] = [
+    # boxes separated by prose are separate answers: the last one is the reply's answer, not a list
+    ("First \\boxed{2}; correction \\boxed{3}", "2, 3", F), ("so \\boxed{2}, but actually \\boxed{3}", "\\{2, 3\\}", F),
+    ("\\boxed{2} is wrong, \\boxed{3}", "2, 3", F), ("\\boxed{2} not \\boxed{3}", "2, 3", F),
+    ("Not \\boxed{2} but \\boxed{3}", "2, 3", F), ("First \\boxed{2}; correction \\boxed{3}", "3", T),
+    # boxes joined by and / or / commas / spacing / "x =" only are one list (math-verify reads them so)
+    ("x = \\boxed{2} or x = \\boxed{3}", "2, 3", T), ("$x = \\boxed{2}$ or $x = \\boxed{3}$", "2, 3", T),
+    ("The integers are \\boxed{-2} and \\boxed{1}.", "1, -2", T), ("\\boxed{1}\\boxed{2}", "1, 2", T),
+    ("$\\boxed{1}$, $\\boxed{2}$", "\\{1, 2\\}", T),
+    ("\\[ \\boxed{-2} \\quad \\text{and} \\quad \\boxed{1}. \\]", "1,-2", T),
+]
+
+ISSUE_32_UNITS: list[tuple[str, str, bool]] = [
+    # a number word is a factor, not a unit
+    ("5\\text{ thousand}", "5", F), ("2 \\text{ million}", "2", F), ("3 \\text{ dozen}", "3", F),
+    ("5\\text{ thousand}", "5000", T), ("1.5 \\text{ billion}", "1500000000", T), ("3 \\text{ dozen}", "36", T),
+    ("2 \\text{ million dollars}", "2000000", T),
+    # two different units are different answers; the same unit in another spelling is the same
+    ("5 \\text{ cm}", "5 \\text{ m}", F), ("5 \\text{ cm}^2", "5 \\text{ cm}^3", F),
+    ("12 \\text{ kg}", "12 \\text{ g}", F),
+    ("5 \\text{ hours}", "5 \\text{ minutes}", F), ("5 \\text{ cm}", "6 \\text{ cm}", F),
+    ("5 \\text{ cm}", "5 \\text{ centimeters}", T), ("5 \\text{ m}^2", "5 \\text{ square meters}", T),
+    ("12cm", "12 \\text{ cm}", T), ("3 \\text{ hours}", "3 \\text{ hrs}", T),
+    # a unit against a bare number: the number decides (MATH's references drop units; graders' suites agree)
+    ("5 \\text{ cm}", "5", T), ("12cm", "12", T), ("10 square units", "10", T), ("5 \\text{ cm}", "6", F),
+    ("12 \\text{ cm}^2", "144", F),
+]
+
+
+@pytest.mark.parametrize("prediction,reference,expected", ISSUE_32_EQUATIONS + ISSUE_32_BOXES + ISSUE_32_UNITS)
+def test_issue_32_cases(prediction, reference, expected):
     assert is_equivalent(prediction, reference) is expected
     assert is_equivalent(reference, prediction) is expected
 

@@ -18,7 +18,10 @@ unknown env argument or a bad value is reported (naming the key) before Ray star
 
 :func:`register_llm_marl_envs` is the one explicit call that registers every llm_marl task
 with RLlib's ``register_env`` (``rllib_integration.register()`` calls it; importing registers nothing).
-Nothing here imports Ray unless asked to register with it.
+What it registers is an :class:`RLlibEnvCreator`: RLlib's creator signature (an ``EnvContext`` in) and an
+RLlib ``MultiAgentEnv`` out (RLlib's own ``PettingZooEnv`` around the AEC env), so a stock RLlib
+algorithm's env runners can build and step the name; ATGRPO still gets the AEC env itself (its entry,
+:func:`resolve_env`). Nothing here imports Ray unless asked to register with it.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 
 from .settings import ConfigError
 
-__all__ = ["EnvEntry", "EnvCheck", "resolve_env", "check_env", "make_env", "import_env_modules",
+__all__ = ["EnvEntry", "EnvCheck", "RLlibEnvCreator", "resolve_env", "check_env", "make_env", "import_env_modules",
            "import_env_modules_from_environ", "task_runtime_env", "register_llm_marl_envs", "ENV_MODULES_VAR"]
 
 #: the environment variable :func:`import_env_modules_from_environ` reads (set by :func:`task_runtime_env`)
@@ -161,7 +164,7 @@ class EnvEntry:
 
             ctx = env_config if isinstance(env_config, EnvContext) else EnvContext(dict(env_config or {}),
                                                                                      worker_index=worker_index)
-            return fn(ctx)
+            return _pettingzoo_env_of(fn(ctx))
         return fn(**{**dict(self.kwargs), **dict(env_config or {})})
 
     @property
@@ -169,6 +172,31 @@ class EnvEntry:
         """What error messages call the env."""
         ep = self.entry_point
         return self.env_id or (ep if isinstance(ep, str) else getattr(ep, "__qualname__", repr(ep)))
+
+
+def _pettingzoo_env_of(env: Any) -> Any:
+    """The PettingZoo env inside RLlib's ``PettingZooEnv`` wrapper (what an RLlib creator of a PettingZoo task
+    returns); any other env as it is. The trainer steps the AEC env itself."""
+    if "ray.rllib.env.wrappers.pettingzoo_env" in sys.modules:
+        from ray.rllib.env.wrappers.pettingzoo_env import PettingZooEnv
+
+        if isinstance(env, PettingZooEnv):
+            return env.env
+    return env
+
+
+@dataclasses.dataclass(frozen=True)
+class RLlibEnvCreator:
+    """An env creator for RLlib's ``register_env``: ``creator(env_context)`` builds the AEC env from ``entry``
+    (with the context's config as env arguments) and returns it as an RLlib ``MultiAgentEnv`` (RLlib's own
+    ``PettingZooEnv`` wrapper: one role acts per step, the one whose observation ``step`` returns)."""
+
+    entry: EnvEntry
+
+    def __call__(self, env_config: Optional[Mapping[str, Any]] = None) -> Any:
+        from ray.rllib.env.wrappers.pettingzoo_env import PettingZooEnv
+
+        return PettingZooEnv(self.entry(dict(env_config or {}), worker_index=getattr(env_config, "worker_index", 0)))
 
 
 def _unknown_id(env_id: str, key: str) -> ConfigError:
@@ -210,6 +238,8 @@ def resolve_env(env: Any, modules: Sequence[str] = (), *, key: str = "env.id",
 
             if _global_registry.contains(ENV_CREATOR, env):
                 creator = _global_registry.get(ENV_CREATOR, env)
+                if isinstance(creator, RLlibEnvCreator):
+                    creator = creator.entry
                 if isinstance(creator, EnvEntry):
                     return dataclasses.replace(creator, modules=tuple(dict.fromkeys(creator.modules + modules)))
                 return EnvEntry(env, creator, {}, modules, takes_context=True)
@@ -458,12 +488,14 @@ def _bad_value(entry: EnvEntry, cfg: dict, where: str, err: Exception, own: Opti
 
 # ---------------------------------------------------------------------------- RLlib registry
 def register_llm_marl_envs() -> list[str]:
-    """Register every llm_marl task with RLlib's ``register_env`` (an :class:`EnvEntry` each)."""
+    """Register every llm_marl task (and every task registered with ``register_task`` so far) with RLlib's
+    ``register_env``: an :class:`RLlibEnvCreator` each, so ``config.environment("llm_marl/Code-v0")`` gives
+    any RLlib algorithm a ``MultiAgentEnv``. Returns the ids."""
     import llm_marl_envs
     from ray.tune.registry import ENV_CREATOR, _global_registry, register_env
 
     ids = llm_marl_envs.registered_tasks()
     for env_id in ids:
         if not _global_registry.contains(ENV_CREATOR, env_id):
-            register_env(env_id, resolve_env(env_id))
+            register_env(env_id, RLlibEnvCreator(resolve_env(env_id)))
     return ids

@@ -22,10 +22,12 @@ then assigns, to ``a`` only,
 and writes ``infos[a]`` with at least ``turn`` (0-based turn of that action), ``task_id``,
 ``action_valid``, ``reward_parts={"team": team, "local": local}`` and ``reward``. When
 ``done`` is returned the episode terminates for every role; when turn ``max_turns - 1`` ends
-without ``done``, every role is truncated. At episode end every
-role's info carries ``success`` (``False`` on truncation: a time-out is never a success)
-and ``episode_end=True``. As in any AEC env, the finished roles are then removed by
-stepping them with ``None``.
+without ``done`` (or ``max_steps`` role actions were taken, where given), every role is truncated.
+At episode end every role's info carries ``success`` (``False`` on truncation: a time-out is never a
+success) and ``episode_end=True``. As in any AEC env, the finished roles are then removed by
+stepping them with ``None``, which removes them from ``infos`` too (PettingZoo's ``api_test`` checks
+that ``infos`` holds exactly the live agents); ``final_infos`` keeps every role's last info after the
+loop (until the next ``reset``).
 
 Any ``str`` is a legal action; the env never raises on model output. A non-``str``
 action (other than ``None`` for a finished agent) is an invalid action too.
@@ -41,7 +43,10 @@ drop the sample and count it.
 
 PettingZoo's global state: ``state()`` is :meth:`render_text` (the ``"ansi"`` picture), in
 ``state_space``, an :class:`AnyText`. The episode length ``max_turns`` (PettingZoo's name:
-``max_cycles``) follows one rule, :func:`resolve_max_turns`. Each task module offers
+``max_cycles``) follows one rule, :func:`resolve_max_turns`; an orchestrated task (one that overrides
+``next_role``) has no fixed cycle and takes no ``max_cycles``. In the turn-based parallel form one
+parallel step is one role's action, so there ``max_cycles`` counts parallel steps (see
+:func:`llm_marl_envs.registry.parallel_form`). Each task module offers
 PettingZoo's module functions ``env()``/``raw_env``/``parallel_env()``, made by
 :func:`llm_marl_envs.registry.pettingzoo_functions`.
 
@@ -107,8 +112,11 @@ __all__ = [
 PROMPT_MAX_CHARS = 1 << 20
 #: Largest action the action space declares and samples (characters). Longer text is still accepted.
 ACTION_MAX_CHARS = 1 << 14
-#: Characters :meth:`AnyText.sample` draws from (printable ASCII, including newline and tab).
-SAMPLE_CHARSET = string.printable
+#: Characters :meth:`AnyText.sample` draws from: printable ASCII with space and tab, no line breaks. Random text
+#: of one long line rarely parses as an answer (the parsers read an answer's line), so random agents in
+#: PettingZoo's tests (``max_cycles_test``) do not end episodes early by chance; multi-line parsing has its
+#: own tests.
+SAMPLE_CHARSET = "".join(c for c in string.printable if c not in "\n\r\x0b\x0c")
 #: The named splits. ``"all"`` (no partition) is accepted where a task documents it.
 SPLITS = ("train", "eval")
 
@@ -119,8 +127,21 @@ class AnyText(spaces.Text):
     ``charset`` (printable ASCII by default). Prompts and model output are arbitrary text,
     so the charset restricts only what random sampling produces."""
 
+    def __init__(self, max_length: int, *, min_length: int = 1, charset: str | frozenset[str] = SAMPLE_CHARSET,
+                 examples: Sequence[str] = (), seed: int | np.random.Generator | None = None) -> None:
+        super().__init__(max_length, min_length=min_length, charset=charset, seed=seed)
+        #: Format-valid texts :meth:`sample` returns half of the time (a task's ``sample_actions``).
+        self.examples = tuple(str(x) for x in examples)
+
     def contains(self, x: Any) -> bool:
         return isinstance(x, str) and self.min_length <= len(x) <= self.max_length
+
+    def sample(self, mask: Any = None, probability: Any = None) -> str:
+        """Random text from ``charset``; where the space has ``examples`` (and no mask is given), one of
+        them half of the time, so a random agent also plays the paths behind valid actions."""
+        if self.examples and mask is None and probability is None and self.np_random.random() < 0.5:
+            return self.examples[int(self.np_random.integers(len(self.examples)))]
+        return super().sample(mask=mask, probability=probability)
 
     def __repr__(self) -> str:
         return f"AnyText({self.min_length}, {self.max_length})"
@@ -185,6 +206,7 @@ class EnvSnapshot:
     truncations: tuple[tuple[str, bool], ...]
     infos: tuple[tuple[str, dict[str, Any]], ...]
     rng_state: Mapping[str, Any] | None
+    final_infos: tuple[tuple[str, dict[str, Any]], ...] = ()
 
 
 # ---------------------------------------------------------------------------- helpers
@@ -273,7 +295,9 @@ class LLMTeamEnv(AECEnv):
             data may also accept ``"all"``.
         max_turns: turns (cycles through all roles; see :meth:`next_role` for other orders) before
             truncation, a positive integer; ``max_cycles`` is the same setting under PettingZoo's
-            name (see :func:`resolve_max_turns`).
+            name (see :func:`resolve_max_turns`), not taken by orchestrated tasks.
+        max_steps: ``None`` (default) or role actions (AEC steps) before truncation, whichever of
+            ``max_turns``/``max_steps`` comes first; the parallel form's ``max_cycles`` sets it.
         alpha: weight of the team term in ``alpha * team + local``.
         invalid_penalty: subtracted from ``local`` for an invalid action (>= 0).
         sandbox: ``"auto"``/``"bwrap"``/``"local"``/``"docker"`` (a process-wide shared
@@ -293,9 +317,13 @@ class LLMTeamEnv(AECEnv):
     _shared_attrs: ClassVar[frozenset[str]] = frozenset({"_sandbox", "_task_cache"})
     #: How many loaded tasks are kept (not part of snapshots).
     task_cache_size: ClassVar[int] = 256
+    #: Per role, format-valid texts its action space's ``sample()`` returns half of the time (the other half:
+    #: random text), so PettingZoo's random-agent tests (``api_test``...) also reach what valid actions do.
+    sample_actions: ClassVar[Mapping[str, Sequence[str]]] = {}
 
     def __init__(self, *, split: str = "train", max_turns: int | None = None, max_cycles: int | None = None,
-                 alpha: float = 1.0, invalid_penalty: float = 0.1, sandbox: "str | Sandbox" = "auto",
+                 max_steps: int | None = None, alpha: float = 1.0, invalid_penalty: float = 0.1,
+                 sandbox: "str | Sandbox" = "auto",
                  sandbox_limits: Mapping[str, Any] | None = None, render_mode: str | None = None,
                  reward_shaping: "str | Mapping[str, Any] | RewardShaping | None" = None) -> None:
         super().__init__()
@@ -304,7 +332,16 @@ class LLMTeamEnv(AECEnv):
                             f"got {self.roles!r}")
         if split not in SPLITS + ("all",):
             raise ValueError(f"split={split!r} is unknown; use 'train' or 'eval'")
+        if max_cycles is not None and self.orchestrated():
+            raise TypeError(f"{type(self).__name__} takes no max_cycles: it is an orchestrated task (next_role "
+                            "picks the next role from the state), so there is no fixed cycle of one action per role "
+                            "for max_cycles (and PettingZoo's max_cycles_test) to count; bound the episode with "
+                            "max_turns (turns) or max_steps (role actions)")
         max_turns = resolve_max_turns(max_turns, max_cycles, self.default_max_turns)
+        if max_steps is not None and (isinstance(max_steps, bool) or not isinstance(max_steps, (int, np.integer))
+                                      or max_steps < 1):
+            raise ValueError(f"max_steps={max_steps!r} must be a positive integer (role actions before truncation) "
+                             "or None (no bound but max_turns)")
         if invalid_penalty < 0:
             raise ValueError(f"invalid_penalty={invalid_penalty!r} must be >= 0 (it is subtracted)")
         if render_mode is not None and render_mode not in self.metadata.get("render_modes", []):
@@ -312,6 +349,7 @@ class LLMTeamEnv(AECEnv):
                              f"choose one of {self.metadata.get('render_modes')}")
         self.split = split
         self.max_turns = max_turns
+        self.max_steps = None if max_steps is None else int(max_steps)
         self.alpha = float(alpha)
         self.invalid_penalty = float(invalid_penalty)
         self.render_mode = render_mode
@@ -325,7 +363,8 @@ class LLMTeamEnv(AECEnv):
         self._obs_spaces = {a: spaces.Dict({"prompt": AnyText(PROMPT_MAX_CHARS, min_length=0,
                                                                charset=SAMPLE_CHARSET)})
                             for a in self.possible_agents}
-        self._act_spaces = {a: AnyText(ACTION_MAX_CHARS, min_length=0, charset=SAMPLE_CHARSET)
+        self._act_spaces = {a: AnyText(ACTION_MAX_CHARS, min_length=0, charset=SAMPLE_CHARSET,
+                                       examples=self.sample_actions.get(a, ()))
                             for a in self.possible_agents}
         #: PettingZoo's global state space: :meth:`state` is the text rendering of the current state.
         self.state_space = AnyText(PROMPT_MAX_CHARS, min_length=0, charset=SAMPLE_CHARSET)
@@ -344,6 +383,9 @@ class LLMTeamEnv(AECEnv):
         self.terminations: dict[str, bool] = {}
         self.truncations: dict[str, bool] = {}
         self.infos: dict[str, dict[str, Any]] = {}
+        #: Every role's info at the end of the last episode (with ``success``/``episode_end``), kept after the
+        #: finished roles' ``None`` steps remove them from ``infos``; ``{}`` until the episode ends.
+        self.final_infos: dict[str, dict[str, Any]] = {}
         self.agent_selection: str | None = None  # None until reset()
         self._skip_agent_selection: str | None = None
 
@@ -474,6 +516,7 @@ class LLMTeamEnv(AECEnv):
         self.truncations = {a: False for a in self.agents}
         self.infos = {a: {"turn": 0, "task_id": self.task_id, "action_valid": True,
                           "reward_parts": {"team": 0.0, "local": 0.0}, "reward": 0.0} for a in self.agents}
+        self.final_infos = {}
         self.agent_selection = self.agents[0]
         self._skip_agent_selection = None
         self._prompt_cache = {}
@@ -546,16 +589,24 @@ class LLMTeamEnv(AECEnv):
             self.done = True
             self.success = bool(outcome.success)
             self.terminations = {a: True for a in self.agents}
-        elif turn_ends and self.turn >= self.max_turns:
+        elif (turn_ends and self.turn >= self.max_turns) or \
+                (self.max_steps is not None and len(self.transcript) >= self.max_steps):
             self.done = True
             self.success = False
             self.truncations = {a: True for a in self.agents}
         if self.done:
             for a in self.agents:
                 self.infos[a] = {**self.infos[a], "success": self.success, "episode_end": True}
+            self.final_infos = {a: _copy_info(i) for a, i in self.infos.items()}
         self._accumulate_rewards()
         self.agent_selection = following
         self._prompt_cache = {}
+
+    @classmethod
+    def orchestrated(cls) -> bool:
+        """Whether the task picks the next role from the state (overrides :meth:`next_role`): then no fixed
+        cycle exists, and the env takes no ``max_cycles``."""
+        return cls.next_role is not LLMTeamEnv.next_role
 
     def _acted_this_turn(self, agent: str) -> bool:
         """Whether ``agent`` has acted in the current turn (read from the transcript's tail)."""
@@ -607,6 +658,7 @@ class LLMTeamEnv(AECEnv):
             terminations=tuple(self.terminations.items()), truncations=tuple(self.truncations.items()),
             infos=tuple((a, _copy_info(i)) for a, i in self.infos.items()),
             rng_state=self._rng.bit_generator.state if self._rng is not None else None,
+            final_infos=tuple((a, _copy_info(i)) for a, i in self.final_infos.items()),
         )
 
     def restore(self, snap: EnvSnapshot) -> None:
@@ -624,6 +676,7 @@ class LLMTeamEnv(AECEnv):
         self.terminations = dict(snap.terminations)
         self.truncations = dict(snap.truncations)
         self.infos = {a: _copy_info(i) for a, i in snap.infos}
+        self.final_infos = {a: _copy_info(i) for a, i in snap.final_infos}
         if snap.rng_state is None:
             self._rng = None
         else:

@@ -7,7 +7,7 @@ PettingZoo 1.27 has a Gymnasium-style registry (``pettingzoo.register`` /
     register_task("llm_marl/Sokoban-v0", "llm_marl_envs.grid.sokoban:SokobanEnv", max_turns=5)
 
     pettingzoo.make("aec", "llm_marl/Sokoban-v0", size=7)        # the AEC env itself
-    pettingzoo.make("parallel", "llm_marl/Sokoban-v0")           # turn_based_aec_to_parallel(env)
+    pettingzoo.make("parallel", "llm_marl/Sokoban-v0")           # parallel_form(SokobanEnv): turn-based
     llm_marl_envs.make("Sokoban-v0")                              # shortcut; namespace optional
 
 The entry point may be the env class (or any callable) or a ``"module:attr"`` string,
@@ -20,13 +20,20 @@ Each task module also offers PettingZoo's module functions, made once here by
 
     sokoban.raw_env(size=7)        # the env class itself (what the registry's "aec" entry builds)
     sokoban.env(size=7)            # raw_env wrapped in PettingZoo's OrderEnforcingWrapper
-    sokoban.parallel_env(size=7)   # turn_based_aec_to_parallel(env(...))
+    sokoban.parallel_env(size=7)   # parallel_form(env, size=7): the turn-based parallel form
 
 Of PettingZoo's standard AEC wrappers only ``OrderEnforcingWrapper`` fits Text actions:
 ``AssertOutOfBoundsWrapper`` would raise on a non-``str`` action, which these envs score as
 an invalid action instead (the env never raises on model output); ``TerminateIllegalWrapper``
 needs an action mask (every ``str`` is legal); ``ClipOutOfBoundsWrapper`` is for ``Box``
 actions; ``CaptureStdoutWrapper`` adds ``"ansi"`` rendering, which the envs have natively.
+
+The parallel form (:func:`parallel_form`) is PettingZoo's turn-based one: one parallel step is one
+role's action (the active role's, named by ``infos[a]["active_agent"]``, at ``reset`` too). So in it
+PettingZoo's ``max_cycles`` counts parallel steps, as PettingZoo's ``max_cycles_test`` counts them:
+``parallel_env(max_cycles=n)`` ends after ``n`` steps (``max_steps=n``), while the AEC env's
+``max_cycles=n`` lets every role act ``n`` times (``max_turns=n``). Orchestrated tasks take no
+``max_cycles`` in either form (see :meth:`~llm_marl_envs.base.LLMTeamEnv.orchestrated`).
 """
 
 from __future__ import annotations
@@ -36,11 +43,13 @@ import importlib
 from typing import Any, Callable, NamedTuple
 
 import pettingzoo
-from pettingzoo.utils.conversions import turn_based_aec_to_parallel
+from pettingzoo.utils.conversions import turn_based_aec_to_parallel_wrapper
 from pettingzoo.utils.wrappers import OrderEnforcingWrapper
 
-__all__ = ["NAMESPACE", "PettingZooFunctions", "full_id", "make", "make_parallel", "pettingzoo_functions",
-           "register_task", "registered_tasks"]
+from .base import resolve_max_turns
+
+__all__ = ["NAMESPACE", "PettingZooFunctions", "TurnBasedParallelEnv", "full_id", "make", "make_parallel",
+           "parallel_form", "pettingzoo_functions", "register_task", "registered_tasks"]
 
 #: The namespace every llm_marl task id lives in.
 NAMESPACE = "llm_marl"
@@ -64,14 +73,71 @@ def _resolve(entry_point: Callable[..., Any] | str) -> Callable[..., Any]:
     return getattr(importlib.import_module(module), attr)
 
 
+class TurnBasedParallelEnv(turn_based_aec_to_parallel_wrapper):
+    """PettingZoo's turn-based parallel form of an AEC env (``turn_based_aec_to_parallel``): every live role
+    observes, only the active role's action is used, and every info names the active role
+    (``infos[a]["active_agent"]``), from ``reset`` on. The infos returned are copies: adding
+    ``active_agent`` never writes into the AEC env's own ``infos``."""
+
+    def reset(self, seed: int | None = None, options: dict | None = None) -> tuple[dict, dict]:
+        observations, _ = super().reset(seed=seed, options=options)
+        return observations, self._infos()
+
+    def step(self, actions: dict) -> tuple[dict, dict, dict, dict, dict]:
+        if not self.aec_env.agents:
+            return {}, {}, {}, {}, {}
+        aec = self.aec_env
+        aec.step(actions[aec.agent_selection])
+        rewards, terminations, truncations = dict(aec.rewards), dict(aec.terminations), dict(aec.truncations)
+        infos = self._infos()
+        observations = {agent: aec.observe(agent) for agent in aec.agents}
+        while aec.agents and (aec.terminations[aec.agent_selection] or aec.truncations[aec.agent_selection]):
+            aec.step(None)  # the finished roles leave; nothing else changes
+        for agent in aec.agents:
+            infos[agent]["active_agent"] = aec.agent_selection
+        self.agents = aec.agents[:]
+        return observations, rewards, terminations, truncations, infos
+
+    def _infos(self) -> dict[str, dict]:
+        aec = self.aec_env
+        return {a: {**info, **({"active_agent": aec.agent_selection} if aec.agents else {})}
+                for a, info in aec.infos.items()}
+
+
+def _orchestrated(make_aec: Any) -> bool:
+    target = make_aec if isinstance(make_aec, type) else getattr(make_aec, "raw_env", None)
+    check = getattr(target, "orchestrated", None)
+    return bool(check()) if callable(check) else False
+
+
+def parallel_form(make_aec: Callable[..., pettingzoo.AECEnv], /, **kwargs: Any) -> TurnBasedParallelEnv:
+    """The parallel form of the AEC env ``make_aec(**kwargs)``: :class:`TurnBasedParallelEnv`.
+
+    One parallel step is one role's action, so ``max_cycles`` (PettingZoo's cycle of the parallel API: one
+    ``step`` call) counts parallel steps: ``max_cycles=n`` builds the AEC env with ``max_steps=n`` (and
+    ``max_turns=n`` unless given), and the episode ends after ``n`` steps unless the task ends it first. An
+    orchestrated task refuses ``max_cycles`` (its constructor says why).
+    """
+    cycles = kwargs.pop("max_cycles", None)
+    if cycles is not None and not _orchestrated(make_aec):
+        steps = resolve_max_turns(None, cycles, 1)
+        if kwargs.get("max_steps") not in (None, steps):
+            raise ValueError(f"max_cycles={cycles!r} and max_steps={kwargs['max_steps']!r} disagree; in the "
+                             "parallel form they are one setting (parallel steps): give only one")
+        kwargs = {"max_turns": steps, **kwargs, "max_steps": steps}
+    elif cycles is not None:
+        kwargs["max_cycles"] = cycles
+    return TurnBasedParallelEnv(make_aec(**kwargs))
+
+
 @dataclasses.dataclass(frozen=True)
 class _ParallelCreator:
-    """Callable entry point of the parallel form: builds the AEC env and converts it."""
+    """Callable entry point of the parallel form: :func:`parallel_form` of the AEC entry point."""
 
     entry_point: Any
 
     def __call__(self, **kwargs: Any) -> pettingzoo.ParallelEnv:
-        return turn_based_aec_to_parallel(_resolve(self.entry_point)(**kwargs))
+        return parallel_form(_resolve(self.entry_point), **kwargs)
 
 
 def register_task(task_id: str, entry_point: Callable[..., Any] | str, **default_kwargs: Any) -> str:
@@ -80,8 +146,8 @@ def register_task(task_id: str, entry_point: Callable[..., Any] | str, **default
     ``entry_point`` builds the AEC env (an :class:`~llm_marl_envs.base.LLMTeamEnv`
     subclass, a factory, or a ``"module:attr"`` string); ``default_kwargs`` are its
     default arguments (call-time kwargs override them). The parallel form is
-    ``turn_based_aec_to_parallel`` of the AEC env: every role observes, only the active
-    role's action is used (``infos[a]["active_agent"]`` names it).
+    :func:`parallel_form` of the AEC env (PettingZoo's turn-based form): every role observes, only the
+    active role's action is used (``infos[a]["active_agent"]`` names it).
     """
     if not (callable(entry_point) or isinstance(entry_point, str)):
         raise TypeError(f"entry_point must be a callable or a 'module:attr' string, got {entry_point!r}")
@@ -122,7 +188,7 @@ def pettingzoo_functions(raw_env: Callable[..., pettingzoo.AECEnv]) -> PettingZo
 
     ``raw_env`` is the class itself; ``env(**kwargs)`` is ``raw_env(**kwargs)`` wrapped in
     ``OrderEnforcingWrapper`` (see the module docstring for why no other standard wrapper);
-    ``parallel_env(**kwargs)`` is ``turn_based_aec_to_parallel(env(**kwargs))``. The two
+    ``parallel_env(**kwargs)`` is ``parallel_form(env, **kwargs)`` (turn-based). The two
     functions are named and placed as functions of the class's module (they pickle by
     reference once the module assigns them, ``raw_env, env, parallel_env = ...``).
     """
@@ -134,13 +200,14 @@ def pettingzoo_functions(raw_env: Callable[..., pettingzoo.AECEnv]) -> PettingZo
         return OrderEnforcingWrapper(raw_env(**kwargs))
 
     def parallel_env(**kwargs: Any) -> pettingzoo.ParallelEnv:
-        return turn_based_aec_to_parallel(env(**kwargs))
+        return parallel_form(env, **kwargs)
 
     env.__doc__ = (f"``{name}(**kwargs)`` wrapped in PettingZoo's ``OrderEnforcingWrapper`` (the AEC env; "
                    f"kwargs are {name}'s arguments).")
-    parallel_env.__doc__ = ("The turn-based parallel form of :func:`env`: "
-                            "``turn_based_aec_to_parallel(env(**kwargs))``; every role observes, only the active "
-                            "role's action is used.")
+    parallel_env.__doc__ = ("The turn-based parallel form of :func:`env`: ``parallel_form(env, **kwargs)``; every "
+                            "role observes, only the active role's action is used; ``max_cycles`` counts parallel "
+                            "steps.")
+    env.raw_env = raw_env  # type: ignore[attr-defined]  # what parallel_form asks whether it is orchestrated
     for fn in (env, parallel_env):
         fn.__module__ = getattr(raw_env, "__module__", fn.__module__)
         fn.__qualname__ = fn.__name__

@@ -84,8 +84,9 @@ without approval and ``max_turns`` attempts (default 3) have been made.
 
 ## Arguments
 
-``max_attempts`` (the same setting as ``max_turns``/``max_cycles``, under this task's name;
-give one, or equal values), ``rewards``, ``reply_chars`` (default 1500),
+``max_attempts`` (the same setting as ``max_turns``, under this task's name; give one, or equal
+values; no ``max_cycles``: the order follows the verifier, so there is no fixed cycle for
+PettingZoo's ``max_cycles`` to count), ``rewards``, ``reply_chars`` (default 1500),
 ``feedback_chars`` (default 300), and Math-v0's problem arguments ``problems``,
 ``dataset``, ``difficulty``, ``families``, ``answer_extraction``; plus those of
 :class:`~llm_marl_envs.base.LLMTeamEnv`.
@@ -176,15 +177,18 @@ class MathVerifyEnv(MathProblemEnv):
     roles = ("solver", "verifier")
     default_max_turns = 3
     metadata = {"name": "math_verify_v0", "render_modes": ["ansi", "human"], "is_parallelizable": False}
+    #: what a random agent writes half of the time: boxed answers and verdicts, so PettingZoo's random tests
+    #: (api_test, seed_test...) reach the verifier and both of its verdicts
+    sample_actions = {"solver": (r"So the answer is \boxed{42}.", r"\boxed{7}", r"\boxed{x+1}"),
+                      "verifier": ("APPROVE", "Looks wrong.\nREJECT: recompute the last step")}
 
     def __init__(self, *, max_attempts: int | None = None,
                  rewards: MathVerifyRewards | Mapping[str, float] | None = None, reply_chars: int = 1500,
                  feedback_chars: int = 300, **kwargs: Any) -> None:
         if max_attempts is not None:
-            for name in ("max_turns", "max_cycles"):
-                if kwargs.get(name) is not None and kwargs[name] != max_attempts:
-                    raise ValueError(f"max_attempts={max_attempts!r} and {name}={kwargs[name]!r} disagree; they "
-                                     "are one setting (an attempt is a turn): give only one")
+            if kwargs.get("max_turns") is not None and kwargs["max_turns"] != max_attempts:
+                raise ValueError(f"max_attempts={max_attempts!r} and max_turns={kwargs['max_turns']!r} disagree; "
+                                 "they are one setting (an attempt is a turn): give only one")
             kwargs["max_turns"] = max_attempts
         super().__init__(**kwargs)
         for name, value in (("reply_chars", reply_chars), ("feedback_chars", feedback_chars)):

@@ -1,7 +1,9 @@
 """PettingZoo's conventions for every task module: the module functions ``env()`` / ``raw_env`` /
 ``parallel_env()``, a Text ``state_space`` with ``state()`` (PettingZoo's ``state_test``),
-``max_cycles`` (PettingZoo's ``max_cycles_test``) and the one ``max_turns``/``max_cycles`` rule."""
+``max_cycles`` (PettingZoo's ``max_cycles_test``, as its users run it) and the one ``max_turns``/``max_cycles``
+rule, ``api_test`` reaching an orchestrated task's every role, ``infos`` after the loop and at reset."""
 
+import functools
 import importlib
 import pickle
 import types
@@ -61,10 +63,7 @@ def test_module_functions_build_the_registered_env(task_module, sandbox):
 
 
 def _seeded(make, seed: int = 0):
-    """``make(**kw)`` with its random streams seeded. PettingZoo's ``max_cycles_test`` resets
-    without a seed and samples random text; random text often parses as moves, and a random
-    walk reaches PlanPath's goal early in about 3% of episodes, which that test reads as a
-    wrong cycle count. Seeded, the test plays the same episodes every run."""
+    """``make(**kw)`` with its random streams seeded, so ``state_test`` plays the same episodes every run."""
     def build(**kwargs):
         env = make(**kwargs)
         env.reset(seed=seed)                      # later reset() calls draw from this seed
@@ -82,42 +81,91 @@ def test_pettingzoo_state_test(task_module, sandbox):
     state_test(_seeded(task_module.env)(sandbox=sandbox), task_module.parallel_env(sandbox=sandbox), num_cycles=6)
 
 
-class _OneCyclePerStep:
-    """PettingZoo's ``max_cycles_test`` counts one parallel step as one cycle, as in its
-    simultaneous-move envs. Our parallel form is turn-based (one step per role), so this
-    view of the real parallel env plays one whole cycle (one step per role) per ``step``."""
+def test_pettingzoo_max_cycles_test(task_module, sandbox):
+    """PettingZoo's ``max_cycles_test`` as its users run it: the module's own ``env``/``parallel_env`` (only
+    the test's sandbox added), unseeded random agents. In the turn-based parallel form one parallel step is
+    one role's action, and ``max_cycles`` counts parallel steps there; an orchestrated task takes no
+    ``max_cycles`` at all and says why."""
+    mod = types.SimpleNamespace(env=functools.partial(task_module.env, sandbox=sandbox),
+                                parallel_env=functools.partial(task_module.parallel_env, sandbox=sandbox))
+    if task_module.raw_env.orchestrated():
+        with pytest.raises(TypeError, match="orchestrated task"):
+            max_cycles_test(mod)
+        return
+    for _ in range(3):  # three unseeded runs: random text must not end an episode early
+        max_cycles_test(mod)
 
-    def __init__(self, par):
-        self.par = par
 
-    def __getattr__(self, name):
-        return getattr(self.par, name)
+def test_parallel_max_cycles_counts_parallel_steps_and_aec_max_cycles_counts_turns(sandbox):
+    from llm_marl_envs.grid import sokoban
 
-    def step(self, actions):
-        for _ in self.par.possible_agents:           # the active role's action is taken from `actions`
-            out = self.par.step(actions)
-            if not self.par.agents:
-                break
+    par = sokoban.parallel_env(sandbox=sandbox, max_cycles=3)
+    assert par.unwrapped.max_steps == 3 and par.unwrapped.max_turns == 3
+    par.reset(seed=0)
+    steps = 0
+    while par.agents:
+        _, _, _, truncations, infos = par.step({a: "no answer" for a in par.agents})
+        steps += 1
+    assert steps == 3 and all(truncations.values()) and all(i["success"] is False for i in infos.values())
+    assert sokoban.env(sandbox=sandbox, max_cycles=3).unwrapped.max_steps is None   # AEC: 3 turns
+    assert sokoban.parallel_env(sandbox=sandbox, max_cycles=3, max_turns=1).unwrapped.max_turns == 1
+    with pytest.raises(ValueError, match="disagree"):
+        sokoban.parallel_env(sandbox=sandbox, max_cycles=3, max_steps=4)
+    with pytest.raises(ValueError, match="max_steps=0"):
+        sokoban.raw_env(sandbox=sandbox, max_steps=0)
+
+
+def test_api_test_reaches_the_orchestrated_verifier(monkeypatch):
+    """Random agents in ``api_test`` reach MathVerify's verifier and both of its verdicts: the action space
+    samples the task's format-valid texts half of the time (random text never boxes an answer)."""
+    from llm_marl_envs.math import verify
+
+    seen = []
+    apply = verify.MathVerifyEnv.apply_action
+
+    def spy(self, agent, text):
+        out = apply(self, agent, text)
+        seen.append((agent, out.info.get("verdict")))
         return out
 
+    monkeypatch.setattr(verify.MathVerifyEnv, "apply_action", spy)
+    api_test(_seeded(verify.env, 3)(), num_cycles=100)            # seeded: the same episodes every run
+    parallel_api_test(_seeded(verify.parallel_env, 3)(), num_cycles=100)
+    assert {"approve", "reject"} <= {v for a, v in seen if a == "verifier"}, seen
+    space = verify.raw_env().action_space("solver")
+    assert all(space.contains(space.sample()) for _ in range(20))
 
-#: Tasks that choose the next role from the state: a cycle is not one action of each role, which
-#: PettingZoo's ``max_cycles_test`` counts; their own tests check that ``max_cycles`` bounds the turns
-#: (tests/llm_marl_envs/math/test_math_verify.py::test_max_cycles_bounds_the_attempts_whatever_the_order).
-ORCHESTRATED = {"llm_marl_envs.math.verify"}
 
+def test_infos_after_the_loop_and_at_parallel_reset(sandbox):
+    """After ``agent_iter()`` PettingZoo has removed the finished roles from ``infos`` (``api_test`` checks it);
+    ``final_infos`` keeps every role's last info, with ``success``. The parallel form's infos name the
+    active role from ``reset`` on."""
+    from llm_marl_envs.math import verify
 
-def test_pettingzoo_max_cycles_test(task_module, sandbox):
-    if task_module.__name__ in ORCHESTRATED:
-        pytest.skip("orchestrated role order: max_cycles_test counts one action per role and cycle")
-    mod = types.SimpleNamespace(
-        env=_seeded(lambda **kw: task_module.env(sandbox=sandbox, **kw)),
-        parallel_env=_seeded(lambda **kw: _OneCyclePerStep(task_module.parallel_env(sandbox=sandbox, **kw))))
-    max_cycles_test(mod)
+    env = verify.env(problems=[{"problem": "What is 6 * 7?", "answer": "42"}], split="all")
+    env.reset(seed=0)
+    for agent in env.agent_iter():
+        _, _, term, trunc, _ = env.last()
+        env.step(None if term or trunc else env.unwrapped.expert_action(agent))
+    assert env.infos == {} and env.agents == []
+    assert set(env.final_infos) == {"solver", "verifier"}
+    assert all(i["success"] is True and i["episode_end"] for i in env.final_infos.values())
+    snap = env.unwrapped.snapshot()
+    env.reset(seed=0)
+    assert env.final_infos == {}
+    env.unwrapped.restore(snap)
+    assert env.final_infos["verifier"]["success"] is True
+
+    par = llm_marl_envs.make_parallel("Sokoban-v0", sandbox=sandbox)
+    _, infos = par.reset(seed=0)
+    assert set(infos) == set(par.agents) and {i["active_agent"] for i in infos.values()} == {"tool"}
+    _, _, _, _, infos = par.step({a: "no answer" for a in par.agents})
+    assert {i["active_agent"] for i in infos.values()} == {"executor"}
+    assert all("active_agent" not in i for i in par.unwrapped.infos.values())   # copies: the AEC env's untouched
 
 
 def test_turn_based_parallel_form_takes_one_step_per_role_and_turn(sandbox):
-    par = llm_marl_envs.make_parallel("Sokoban-v0", sandbox=sandbox, max_cycles=3)
+    par = llm_marl_envs.make_parallel("Sokoban-v0", sandbox=sandbox, max_turns=3)
     par.reset(seed=0)
     steps = 0
     while par.agents:

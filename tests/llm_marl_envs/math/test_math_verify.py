@@ -164,12 +164,15 @@ def test_max_attempts_is_max_turns():
         MathVerifyEnv(rewards={"verifier_rigth": 1})
 
 
-def test_max_cycles_bounds_the_attempts_whatever_the_order():
-    # PettingZoo's max_cycles_test counts one action per role and cycle, which a loop does not
-    # have; here: random text (the solver rarely boxes an answer) and a verifier that always
-    # rejects play exactly max_cycles attempts, then every role is truncated.
+def test_max_turns_bounds_the_attempts_whatever_the_order():
+    # An orchestrated order has no cycle of one action per role: the env takes no max_cycles (PettingZoo's
+    # max_cycles_test counts such cycles), and max_turns bounds the attempts: random text and a verifier that
+    # always rejects play exactly max_turns attempts, then every role is truncated.
+    for form in ("aec", "parallel"):
+        with pytest.raises(TypeError, match="orchestrated task"):
+            pettingzoo.make(form, ID, max_cycles=4)
     for seed in range(3):
-        env = pettingzoo.make("aec", ID, max_cycles=4)
+        env = pettingzoo.make("aec", ID, max_turns=4)
         env.reset(seed=seed)
         env.action_space("solver").seed(seed)
         solver_steps = 0

@@ -4,5 +4,5 @@
 # `llm-marl train` (e.g. a CONFIG.yaml or --set key=value).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+bash scripts/setup.sh --train  # bubblewrap + pip .[train]: no Docker engine, no test tools
 exec "${PYTHON:-python3}" -m rllib_integration.cli train "$@"

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from typing import Any, Optional, Sequence
 
@@ -39,26 +40,59 @@ A new setting is one field in its section model in `rllib_integration/settings/s
 follow from it (regenerate this page; a test compares it).
 """
 
-_EMBEDDED_DEFAULT = """\
-## The embedded default (`llm-marl train` with no CONFIG)
+#: the rows of the embedded default's table: (key shown, dotted paths into DEFAULT_CONFIG, why); the values
+#: are read from DEFAULT_CONFIG, so the table cannot drift from the config
+_EMBEDDED_ROWS: tuple[tuple[str, tuple[str, ...], str], ...] = (
+    ("`env.config`", ("env.config",), "both roles matter: the tool's BFS program runs in the sandbox and the expert "
+     "executor copies its proposal; compact prompts keep the program at 320 tokens"),
+    ("`specialization`, `policies`", ("specialization", "policies"),
+     "a model per role; the tool's long program drifts at a higher RL lr"),
+    ("`sampling`", ("sampling.k", "sampling.max_new_tokens", "sampling.chat"),
+     "K={sampling.k} candidates per (env, turn, agent); {sampling.max_new_tokens} tokens fit the program"),
+    ("`rollout`", ("rollout.envs_per_iteration",), "{rollout.envs_per_iteration} fresh training boards per iteration"),
+    ("`training`", ("training.lr", "training.filter_zero_variance", "training.grad_clip"),
+     "zero-variance groups dropped"),
+    ("`evaluation`", ("evaluation.interval", "evaluation.num_episodes", "evaluation.temperature"),
+     "greedy on {evaluation.num_episodes} held-out boards every {evaluation.interval} iterations, plus before and "
+     "after the warm start"),
+    ("`warm_start`", ("warm_start.episodes", "warm_start.epochs", "warm_start.lr", "warm_start.batch_size"),
+     "deliberately small: the model writes valid actions but solves few held-out boards (0.20 after it, the same "
+     "on every seed: README, measured by `benchmarks/ablation.py`)"),
+    ("`run.iterations`", ("run.iterations",), "~3 min on a quiet 2-core CPU, ~5 min on a shared one"),
+)
 
-`rllib_integration/settings/files.py` `DEFAULT_CONFIG`, written out in `configs/default.yaml`
-(`llm-marl show-default` prints it; a test keeps the two equal). It overrides these keys of the
-table defaults above:
 
-| key | value | why |
-|---|---|---|
-| `env.config` | `{size: 3, obstacle_density: 0.25, prompt_style: compact, max_turns: 2}` | both roles matter: the tool's BFS program runs in the sandbox and the expert executor copies its proposal; compact prompts keep the program at 320 tokens |
-| `specialization`, `policies` | `L3`, `{tool: {lr: 1.0e-4}, executor: {lr: 1.0e-3}}` | a model per role; the tool's long program drifts at a higher RL lr |
-| `sampling` | `k: 8, max_new_tokens: 360, chat: false` | K=8 candidates per (env, turn, agent); 360 tokens fit the program |
-| `rollout` | `envs_per_iteration: 4` | 4 fresh training boards per iteration |
-| `training` | `lr: 1.0e-3, filter_zero_variance: true, grad_clip: 1.0` | zero-variance groups dropped |
-| `evaluation` | `interval: 6, num_episodes: 16, temperature: 0.0` | greedy on 16 held-out boards, plus before and after the warm start |
-| `warm_start` | `{episodes: 16, epochs: 30, lr: 5.0e-3, batch_size: 8}` | deliberately small: the model writes valid actions but solves few held-out boards (~0.12) |
-| `run.iterations` | 24 | ~3 min on a quiet 2-core CPU, ~5 min on a shared one |
+def _get(cfg: dict, dotted: str) -> Any:
+    for part in dotted.split("."):
+        cfg = cfg[part]
+    return cfg
 
-A recorded run is in benchmarks/RESULTS.md, "Training (RLlib)".
-"""
+
+def _flow(v: Any) -> str:
+    import yaml
+
+    return yaml.safe_dump(v, default_flow_style=True, sort_keys=False).strip().removesuffix("...").strip()
+
+
+def _embedded_default() -> str:
+    """The page's section on the embedded default, its values read from ``DEFAULT_CONFIG``."""
+    from .files import DEFAULT_CONFIG
+
+    rows = []
+    for shown, paths, why in _EMBEDDED_ROWS:
+        if len(paths) == 1 and (isinstance(_get(DEFAULT_CONFIG, paths[0]), dict) or shown == f"`{paths[0]}`"):
+            value = _flow(_get(DEFAULT_CONFIG, paths[0]))
+        elif len({p.split(".")[0] for p in paths}) == 1 and all("." in p for p in paths):
+            value = ", ".join(f"{p.split('.', 1)[1]}: {_flow(_get(DEFAULT_CONFIG, p))}" for p in paths)
+        else:
+            value = "`, `".join(_flow(_get(DEFAULT_CONFIG, p)) for p in paths)
+        text = re.sub(r"\{([\w.]+)\}", lambda m: _flow(_get(DEFAULT_CONFIG, m.group(1))), why)
+        rows.append(f"| {shown} | `{value}` | {text} |")
+    return ("## The embedded default (`llm-marl train` with no CONFIG)\n\n"
+            "`rllib_integration/settings/files.py` `DEFAULT_CONFIG`, written out in `configs/default.yaml`\n"
+            "(`llm-marl show-default` prints it; a test keeps the two equal). It overrides these keys of the\n"
+            "table defaults above:\n\n| key | value | why |\n|---|---|---|\n" + "\n".join(rows) +
+            "\n\nA recorded run is in benchmarks/RESULTS.md, \"Training (RLlib)\".\n")
 
 
 def _is_section(name: str) -> bool:
@@ -110,7 +144,7 @@ def markdown() -> str:
             default = ("—" if s.key.startswith("policies.<id>") else _fmt_default(s.default))
             lines.append(f"| `{key}` | {s.type} | {default} | {s.doc} | {_python_column(s)} |")
         lines.append("")
-    lines.append(_EMBEDDED_DEFAULT)
+    lines.append(_embedded_default())
     return "\n".join(lines)
 
 

@@ -44,9 +44,10 @@ Usage::
 from __future__ import annotations
 
 import contextvars
+import dataclasses
 import time
 from collections import defaultdict
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Dict, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -56,7 +57,6 @@ from ray.rllib.core import COMPONENT_LEARNER_GROUP
 from ray.rllib.core.learner.learner_group import LearnerGroup
 from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
-from ray.rllib.utils.checkpoints import Checkpointable
 from ray.tune.result import TRAINING_ITERATION
 
 from . import _rllib
@@ -148,26 +148,11 @@ class ATGRPO(Algorithm):
         self.callbacks = [cls() for cls in force_list(cfg.callbacks_class)]
         _rllib.no_env_runners(self)
 
-        check = cfg.check_env()
-        entry, agents = check.entry, check.agents
-        probe = entry(dict(cfg.env_config))
-        spaces = {a: (probe.observation_space(a), probe.action_space(a)) for a in agents}
-        self._agents = agents
+        self._module_spec, mapping, setup = policy_module_spec(cfg)
+        entry, probe = setup.entry, setup.probe
+        self._agents = setup.agents
         self._env_entry = entry
-
-        # Policies, the agent -> policy mapping and one spec per policy (builds the tiny model if needed).
-        setup = resolve_policies(cfg, agents)
-        pids, mapping = setup.policy_ids, setup.mapping
-        self._mapping, self._policy_ids_, self._specs = mapping, pids, setup.specs
-
-        module_specs = {}
-        for pid in pids:
-            agent = next((a for a, p in mapping.items() if p == pid), agents[0])
-            obs, act = spaces[agent]
-            module_specs[pid] = RLModuleSpec(module_class=self.config.get_default_rl_module_spec().module_class,
-                                             observation_space=obs, action_space=act,
-                                             model_config=self._specs[pid].module_config())
-        self._module_spec = MultiRLModuleSpec(rl_module_specs=module_specs)
+        self._mapping, self._policy_ids_, self._specs = mapping, setup.policy_ids, setup.specs
         self.learner_group = cfg.build_learner_group(rl_module_spec=self._module_spec)
 
         self._worker_spec = WorkerSpec.of_config(cfg, entry, probe, self._specs, mapping)
@@ -202,15 +187,29 @@ class ATGRPO(Algorithm):
                       kwargs=dict(algorithm=self, metrics_logger=self.metrics))
 
     @classmethod
-    def from_checkpoint(cls, *args: Any, **kwargs: Any) -> "ATGRPO":
-        """Restore (the warm start is part of the checkpointed weights, so setup skips it)."""
+    def from_checkpoint(cls, path: Any, filesystem: Any = None, *, config: Optional[AlgorithmConfig] = None,
+                        imports: Sequence[str] = (), **kwargs: Any) -> "ATGRPO":
+        """Rebuild an ATGRPO from a checkpoint or a run directory of ``llm-marl train`` (its newest complete
+        checkpoint; :mod:`.checkpoints`: data only, nothing unpickled) and restore
+        its state. The algorithm is built from the settings the checkpoint records (or from ``config``, your
+        own); ``imports``: modules that register a task of your own, besides the ``env.modules`` it names
+        (checked: absolute paths outside the checkpoint's run directory, or module names). The warm start is
+        part of the checkpointed weights, so setup skips it."""
+        from .checkpoints import algorithm_config, read_checkpoint
+        from .export import find_checkpoint
+
+        if filesystem is not None:
+            raise ValueError("ATGRPO.from_checkpoint reads local checkpoints only (filesystem= is not supported)")
+        ckpt = read_checkpoint(find_checkpoint(getattr(path, "path", path)))
+        cfg = config if config is not None else algorithm_config(ckpt, imports)
         token = _RESTORING.set(True)
         try:
-            algo = super().from_checkpoint(*args, **kwargs)
-            assert isinstance(algo, ATGRPO)
-            return algo
+            algo = cfg.build_algo()
         finally:
             _RESTORING.reset(token)
+        assert isinstance(algo, ATGRPO)
+        algo.set_state(ckpt.state)
+        return algo
 
     def _policy_setting(self, pid: str, key: str) -> Any:
         return policy_setting(self.config, pid, key)
@@ -437,9 +436,28 @@ class ATGRPO(Algorithm):
         self._pipeline.clear()  # batches in flight belong to the old weights and iteration
         self._sync_weights()
 
+    def save_to_path(self, path: Any = None, *, state: Optional[Dict[str, Any]] = None, filesystem: Any = None,
+                     use_msgpack: bool = False, run_config: Optional[Mapping[str, Any]] = None) -> str:
+        """Write a checkpoint of data only, whole or not at all (:func:`.checkpoints.write_checkpoint`):
+        the state as JSON + safetensors and the settings to rebuild the algorithm from; ``run_config`` (the
+        CLI's) is kept beside them. ``use_msgpack`` is accepted for RLlib's callers and changes nothing."""
+        import tempfile
+
+        from .checkpoints import config_record, write_checkpoint
+
+        if filesystem is not None:
+            raise ValueError("ATGRPO.save_to_path writes local checkpoints only (filesystem= is not supported)")
+        dest = path if path is not None else tempfile.mkdtemp(prefix="atgrpo-checkpoint-")
+        record = config_record(self.config, self._mapping, self._env_entry.name)
+        write_checkpoint(dest, state if state is not None else self.get_state(), config=record,
+                         iteration=int(self.iteration), run_config=run_config)
+        return str(dest)
+
     def restore_from_path(self, path: Any, *args: Any, **kwargs: Any) -> None:
-        Checkpointable.restore_from_path(self, path, *args, **kwargs)
-        self._sync_weights()
+        """Restore the state of a checkpoint of :meth:`save_to_path` (verified; nothing unpickled)."""
+        from .checkpoints import read_checkpoint
+
+        self.set_state(read_checkpoint(path).state)
 
     def restore_env_runners(self, env_runner_group: Any) -> list:
         return []
@@ -458,6 +476,39 @@ class ATGRPO(Algorithm):
     @property
     def policy_specs(self) -> dict[str, LLMPolicySpec]:
         return dict(self._specs)
+
+
+@dataclasses.dataclass(frozen=True)
+class _ModuleSetup:
+    """What :func:`policy_module_spec` resolved on the way: the env entry, a probe env and its agents,
+    the policy ids and their specs."""
+
+    entry: EnvEntry
+    probe: Any
+    agents: list[str]
+    policy_ids: list[str]
+    specs: dict[str, LLMPolicySpec]
+
+
+def policy_module_spec(cfg: Any) -> tuple[MultiRLModuleSpec, dict[str, str], _ModuleSetup]:
+    """The ``MultiRLModuleSpec`` of a config's policies (one :class:`~.rl_module.LLMRLModule` each, on the
+    spaces of the first agent it plays), the agent -> policy mapping, and what was resolved on the way (a
+    probe env built here; the tiny model built if the config asks for one). ``ATGRPO.setup`` builds its
+    learners from it, and :mod:`.export` the policies of a checkpoint."""
+    check = cfg.check_env()
+    entry, agents = check.entry, check.agents
+    probe = entry(dict(cfg.env_config))
+    setup = resolve_policies(cfg, agents)
+    mapping = setup.mapping
+    module_specs = {}
+    for pid in setup.policy_ids:
+        agent = next((a for a, p in mapping.items() if p == pid), agents[0])
+        module_specs[pid] = RLModuleSpec(module_class=cfg.get_default_rl_module_spec().module_class,
+                                         observation_space=probe.observation_space(agent),
+                                         action_space=probe.action_space(agent),
+                                         model_config=setup.specs[pid].module_config())
+    return (MultiRLModuleSpec(rl_module_specs=module_specs), dict(mapping),
+            _ModuleSetup(entry, probe, list(agents), list(setup.policy_ids), dict(setup.specs)))
 
 
 def _learner_sync_weights(learner: Any, _: Any = None) -> dict[str, Any]:

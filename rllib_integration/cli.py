@@ -44,12 +44,12 @@ from .resources import cluster_address, ray_address_file
 from .settings import ConfigError, UsageError, default_of, load_config
 
 __all__ = ["main", "train", "evaluate_checkpoint", "check_run_config", "check_output_dir", "check_ray_address",
-           "version", "RUN_OUTPUTS"]
+           "version", "resolve_modules", "RunStopped", "RUN_OUTPUTS", "LOCK_FILE"]
 
 #: What ``llm-marl train`` writes in its output directory (glob patterns): ``--overwrite`` removes these, and only
 #: these, before a new run writes there.
 RUN_OUTPUTS = ("config.yaml", "metrics.jsonl", "metrics.csv", "events.out.tfevents.*", "learning_curve.png",
-               "checkpoint", "checkpoint_[0-9]*")
+               "checkpoint", "checkpoint_[0-9]*", ".checkpoint*.partial-*", ".checkpoint*.old-*", ".metrics.*.tmp")
 
 
 def version() -> str:
@@ -94,6 +94,11 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--iterations", type=int, help="shortcut for --set run.iterations=N")
     t.add_argument("--output-dir", help="shortcut for --set run.output_dir=DIR (default runs/default); it must be "
                                         "empty or new unless --overwrite is given")
+    t.add_argument("--resume", metavar="RUN_DIR",
+                   help="continue a run that stopped (a signal, a crash, a full disk) from its newest complete "
+                        "checkpoint, with its own config.yaml (only run.* may be --set, e.g. more iterations)")
+    t.add_argument("--address", help="the Ray cluster to run on (as RAY_ADDRESS; default: a local Ray of its own, "
+                                     "never one that happens to run on this machine)")
     t.add_argument("--overwrite", action="store_true",
                    help="reuse a non-empty output directory: a previous run's files there (config.yaml, metrics, "
                         "TensorBoard events, learning_curve.png, checkpoint*/) are removed, others kept")
@@ -108,6 +113,7 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--episodes", type=int, default=None, help="eval episodes (default: the run's setting)")
     e.add_argument("--temperature", type=float, default=None, help="sampling temperature (0 = greedy)")
     e.add_argument("--num-cpus", type=int, default=None)
+    e.add_argument("--address", help="the Ray cluster to evaluate on (as RAY_ADDRESS; default: a local Ray)")
     x = sub.add_parser("export", help="write each trained policy as a save_pretrained folder")
     x.add_argument("checkpoint", help="a run directory of llm-marl train, or a checkpoint directory in it")
     x.add_argument("out_dir", help="where <policy>/ folders (and base/ at L2) go")
@@ -183,7 +189,7 @@ def check_output_dir(out: str | os.PathLike, *, overwrite: bool = False) -> Path
     path = check_out_dir(out, what="--output-dir (run.output_dir)")
     if overwrite or not path.is_dir():
         return path
-    entries = sorted(path.iterdir())
+    entries = sorted(p for p in path.iterdir() if p.name != LOCK_FILE)
     if not entries:
         return path
     previous = _previous_run(path)
@@ -239,7 +245,8 @@ def check_ray_address(timeout_s: float = 3.0) -> None:
 
 
 def _start_ray(modules: Sequence[str], num_cpus: Optional[int], progress: bool = False) -> bool:
-    """Connect to RAY_ADDRESS or start a local Ray; the job's workers import ``modules``; with ``progress``
+    """Connect to RAY_ADDRESS (``--address``) or start a local Ray of its own (even where ``ray start`` runs a
+    cluster on this machine: joining it needs the address); the job's workers import ``modules``; with ``progress``
     the workers' output (their progress bars) reaches this process. True if started here."""
     import ray
 
@@ -251,7 +258,8 @@ def _start_ray(modules: Sequence[str], num_cpus: Optional[int], progress: bool =
     try:
         from .quiet import verbose
 
-        ray.init(num_cpus=None if address else num_cpus, include_dashboard=False,
+        # address="local": a Ray of its own, never the cluster `ray start` recorded on this machine
+        ray.init(address=address or "local", num_cpus=None if address else num_cpus, include_dashboard=False,
                  log_to_driver=progress, runtime_env=task_runtime_env(modules) or None,
                  logging_level=logging.INFO if verbose() else logging.WARNING)
     except ConnectionError as e:
@@ -266,11 +274,19 @@ def _start_ray(modules: Sequence[str], num_cpus: Optional[int], progress: bool =
 class _TensorBoard:
     """TensorBoard events of a CLI run, written by Tune's own ``TBXLoggerCallback`` (same tags as Tune runs)."""
 
-    def __init__(self, logdir: Path):
+    def __init__(self, logdir: Path, replay: Sequence[dict] = ()):
+        """``replay``: the metrics rows of a resumed run up to its checkpoint: its event files are written
+        again from them (so nothing after the checkpoint, and nothing twice)."""
         from ray.tune.logger import TBXLoggerCallback
 
         self.callback = TBXLoggerCallback()
         self.trial = _TrialView(str(logdir))
+        if replay:
+            for p in logdir.glob("events.out.tfevents.*"):
+                p.unlink()
+            for row in replay:
+                if int(row.get("training_iteration", 0)) >= 0:
+                    self.write(row)
 
     def write(self, result: dict) -> None:
         # a stand-in with the Trial attributes the callback reads (the CLI runs no Tune trial)
@@ -298,64 +314,240 @@ def _eval_text(ev: dict) -> str:
     return f"eval success={ev.get('success_rate', 0):.3f}" + (f" ({valid})" if valid else "")
 
 
+# ---------------------------------------------------------------------------- own task modules, the run lock
+def resolve_modules(modules: Sequence[str], *, key: str = "--import / env.modules") -> list[str]:
+    """Task modules as a run records them, so that ``eval``, ``export`` and ``--resume`` find them from any
+    directory: a ``.py`` path made absolute (it must exist), a dotted name kept; duplicates dropped (the same
+    file given twice, or two files of one module name, which could not both be imported: an error)."""
+    out: dict[str, str] = {}
+    for spec in modules:
+        if not isinstance(spec, str) or not spec.strip():
+            raise ConfigError(f"{key}: expected a module name or the path of a .py file, got {spec!r}")
+        spec = spec.strip()
+        if spec.endswith(".py"):
+            f = Path(spec).expanduser()
+            if not f.is_file():
+                raise ConfigError(f"{key}: {spec!r} is not a file (from {os.getcwd()}); give the path of the .py "
+                                  "file that registers your task, or its module name")
+            spec = str(f.resolve())
+        name = Path(spec).stem if spec.endswith(".py") else spec
+        if out.get(name, spec) != spec:
+            raise ConfigError(f"{key}: {out[name]!r} and {spec!r} are both module {name!r}; give one of them")
+        out[name] = spec
+    return list(out.values())
+
+
+#: the lock file of a run directory (held while a run writes there; not a run's output)
+LOCK_FILE = ".llm-marl.lock"
+
+
+class _RunLock:
+    """An exclusive ``flock`` on ``OUT/.llm-marl.lock`` for a run's life: a second run on the same folder is
+    refused at once, before Ray starts. The kernel drops it when the process ends, however it ends."""
+
+    def __init__(self, out: Path):
+        import fcntl
+
+        self.created = not out.exists()
+        out.mkdir(parents=True, exist_ok=True)
+        self.path = out / LOCK_FILE
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(self.fd, 32, 0).decode(errors="replace").strip() or "?"
+            os.close(self.fd)
+            raise UsageError(f"output directory {str(out)!r} is in use by another llm-marl train (pid {holder}); "
+                             "wait for it, stop it, or give --output-dir NEW_DIR") from None
+        os.ftruncate(self.fd, 0)
+        os.pwrite(self.fd, f"{os.getpid()}\n".encode(), 0)
+
+    def release(self, *, remove_dir: bool = False) -> None:
+        """Unlock; with ``remove_dir`` (nothing was written) the folder goes too if this run made it."""
+        self.path.unlink(missing_ok=True)
+        os.close(self.fd)
+        if remove_dir and self.created:
+            try:
+                self.path.parent.rmdir()
+            except OSError:
+                pass
+
+
+# ---------------------------------------------------------------------------- signals
+class RunStopped(Exception):
+    """SIGINT/SIGTERM stopped ``train``; ``resume_line`` says how to continue."""
+
+    def __init__(self, signum: int, resume_line: str = ""):
+        super().__init__(resume_line)
+        self.signum = signum
+        self.resume_line = resume_line
+
+
+class _Signals:
+    """SIGINT/SIGTERM during ``train``: outside a step (set-up, warm start) the run stops at once; during an
+    iteration or a checkpoint write the first signal lets it finish (then a checkpoint is written and the
+    run stops), a second one abandons it. Handlers only in the main thread; the previous ones are restored."""
+
+    def __init__(self) -> None:
+        import signal
+        import threading
+
+        self.signum: Optional[int] = None
+        self.in_step = False
+        self._old: dict[int, Any] = {}
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._old[sig] = signal.signal(sig, self._handle)
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        first = self.signum is None
+        self.signum = signum
+        if not self.in_step or not first:
+            raise RunStopped(signum)
+
+    def restore(self) -> None:
+        import signal
+
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
+
+
+def _resume_line(out: Path, signum: int, iteration: Optional[int]) -> str:
+    import signal
+
+    where = f"the checkpoint of iteration {iteration}" if iteration is not None else "the start (no checkpoint yet)"
+    return (f"llm-marl: stopped by {signal.Signals(signum).name}; resume from {where} with: "
+            f"llm-marl train --resume {out}")
+
+
+# ---------------------------------------------------------------------------- train
+def _resume_config(run_dir: str, sets: Sequence[str]) -> dict:
+    """The config of a run to resume: its own config.yaml, with ``run.*`` overrides only."""
+    d = Path(run_dir).expanduser()
+    if not (d / "config.yaml").is_file():
+        raise UsageError(f"--resume {run_dir!r}: not a run directory of llm-marl train (no config.yaml in it); give "
+                         "the --output-dir of the run to continue")
+    other = [x for x in sets if not x.partition("=")[0].strip().startswith("run.")]
+    if other:
+        raise UsageError(f"--resume continues a run with its own config; only run.* may be changed (--set "
+                         f"{other[0]}); start a new run to change other settings")
+    cfg = load_config(d / "config.yaml", [*sets, f"run.output_dir={d}"])
+    return cfg
+
+
+def _resume_checkpoint(out: Path, quiet: bool) -> Optional[Path]:
+    """The newest complete checkpoint of a run to resume whose files are whole (sizes checked now, hashes when it
+    is read); a damaged one is named and passed over for the one before it. None: the run starts over."""
+    from .checkpoints import CheckpointError, checkpoints_of, verify
+
+    for _, p in reversed(checkpoints_of(out)):
+        try:
+            verify(p, hashes=False)
+            return p
+        except CheckpointError as e:
+            print(f"llm-marl: passing over {p.name}/: {e}", file=sys.stderr, flush=True)
+    if not quiet:
+        print(f"llm-marl: {str(out)!r} has no complete checkpoint yet: the run starts over", file=sys.stderr,
+              flush=True)
+    return None
+
+
 def train(config_path: Optional[str] = None, sets: Sequence[str] = (), *, num_cpus: Optional[int] = None,
           quiet: bool = False, imports: Sequence[str] = (), overwrite: bool = False,
-          progress_bars: bool = default_of("rollout.progress_bars")) -> dict:
+          progress_bars: bool = default_of("rollout.progress_bars"), resume: Optional[str] = None) -> dict:
     """Check everything (before Ray starts), train, write outputs; returns a summary.
 
     The output directory must be new or empty unless ``overwrite`` (then a previous run's files there are
-    removed, once the algorithm is built); nothing is written in it before the algorithm is built."""
-    cfg = load_config(config_path, list(sets))
-    cfg["env"]["modules"] = list(dict.fromkeys([*cfg["env"]["modules"], *imports]))
+    removed, once the algorithm is built) or ``resume`` (a run directory: training continues from its newest
+    complete checkpoint, its metrics rolled back to it). A run holds a lock on its directory. SIGINT/SIGTERM
+    stop it after the current iteration with a checkpoint (a second signal at once) and raise
+    :class:`RunStopped` naming the command that resumes it."""
+    from .checkpoints import prune
+
+    if resume is not None and (config_path is not None or overwrite):
+        raise UsageError("--resume continues a run with its own config.yaml: give no CONFIG and no --overwrite")
+    cfg = _resume_config(resume, sets) if resume is not None else load_config(config_path, list(sets))
+    cfg["env"]["modules"] = resolve_modules([*cfg["env"]["modules"], *imports])
     check_run_config(cfg, num_cpus=num_cpus)
-    out = check_output_dir(cfg["run"]["output_dir"], overwrite=overwrite)
+    out = Path(cfg["run"]["output_dir"]).expanduser()
+    ckpt_from = _resume_checkpoint(out, quiet) if resume is not None else None
+    if resume is None:
+        out = check_output_dir(out, overwrite=overwrite)
     check_ray_address()
-    import ray
-    import torch
-
-    torch.set_num_threads(1)
-    from .algorithm import ATGRPO, ATGRPOConfig
-    from .core.metrics import MetricsWriter
-    from .core.plotting import plot_learning_curve
-
-    algo_config = ATGRPOConfig.from_run_config(cfg)
-    algo_config.validate()
-    import yaml
-
+    lock = _RunLock(out)
+    signals = _Signals()
     started_ray = False
-    need_ray = cfg["rollout"]["num_rollout_workers"] > 0 or cfg["resources"]["num_learners"] > 0
-    # progress bars only on a terminal: redirected, each redraw would be another (huge) line of the log
-    bars = not quiet and (progress_bars or sys.stderr.isatty())
-    if need_ray:
-        started_ray = _start_ray(cfg["env"]["modules"], num_cpus, progress=bars)
-    iterations = cfg["run"]["iterations"]
-    t0 = time.perf_counter()
-    if bars:
-        algo_config.rollouts(progress_bars=True)
+    wrote = False
     try:
+        import ray
+        import torch
+
+        torch.set_num_threads(1)
+        from .algorithm import ATGRPO, ATGRPOConfig
+        from .core.metrics import MetricsWriter
+        from .core.plotting import plot_learning_curve
+
+        algo_config = ATGRPOConfig.from_run_config(cfg)
+        algo_config.validate()
+        import yaml
+
+        need_ray = cfg["rollout"]["num_rollout_workers"] > 0 or cfg["resources"]["num_learners"] > 0
+        # progress bars only on a terminal: redirected, each redraw would be another (huge) line of the log
+        bars = not quiet and (progress_bars or sys.stderr.isatty())
+        if need_ray:
+            started_ray = _start_ray(cfg["env"]["modules"], num_cpus, progress=bars)
+        iterations = cfg["run"]["iterations"]
+        t0 = time.perf_counter()
+        if bars:
+            algo_config.rollouts(progress_bars=True)
         algo_config.check_resources()  # against the cluster (with RAY_ADDRESS) before any actor starts
-        algo = algo_config.build_algo()
+        algo = (ATGRPO.from_checkpoint(ckpt_from, config=algo_config) if ckpt_from is not None
+                else algo_config.build_algo())
         assert isinstance(algo, ATGRPO)
-    except BaseException:
+    except BaseException as e:
         if started_ray:
             ray.shutdown()
+        signals.restore()
+        lock.release(remove_dir=True)
+        if isinstance(e, RunStopped):
+            raise RunStopped(e.signum, _resume_line(out, e.signum, None) if resume is None else
+                             f"llm-marl: stopped by a signal before the run went on; resume with: llm-marl train "
+                             f"--resume {out}") from None
         raise
     tb: Optional[_TensorBoard] = None
+    start = int(algo.iteration)
+    saved: Optional[int] = start if ckpt_from is not None else None
+    every, keep = cfg["run"]["checkpoint_every"], cfg["run"]["keep"]
+    run_cfg = yaml.safe_dump(cfg, sort_keys=False)
+
+    def checkpoint(name: str) -> None:
+        nonlocal saved
+        signals.in_step = True
+        algo.save_to_path(str((out / name).resolve()), run_config=cfg)
+        saved = int(algo.iteration)
+        prune(out, keep)
+
     try:
-        _open_output_dir(out, overwrite=overwrite)
-        (out / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
-        writer = MetricsWriter(out)
-        tb = _TensorBoard(out)
+        if resume is None:
+            _open_output_dir(out, overwrite=overwrite)
+        wrote = True
+        (out / "config.yaml").write_text(run_cfg)
+        writer = MetricsWriter(out, resume_after=start if ckpt_from is not None else None)
+        if ckpt_from is None:
+            for p in out.glob("events.out.tfevents.*"):
+                p.unlink()
+        tb = _TensorBoard(out, replay=writer.rows if ckpt_from is not None else ())
         if not quiet:
+            how = f"resumed at iteration {start} from {ckpt_from.name}/, " if ckpt_from is not None else ""
             print(f"llm-marl: {cfg['env']['id']} {cfg['specialization']} policies={algo.policy_mapping} "
-                  f"(setup {time.perf_counter() - t0:.1f}s) -> {out}", flush=True)
+                  f"({how}setup {time.perf_counter() - t0:.1f}s) -> {out}", flush=True)
         ws = algo.warm_start_metrics
         if ws is not None and not quiet:
             held = (f", held-out demo loss {ws['heldout_loss_before']:.3f} -> {ws['heldout_loss_after']:.3f}"
                     if "heldout_loss_before" in ws else "")
             print(f"warm start: loss {ws['loss_first_epoch']:.3f} -> {ws['loss_last_epoch']:.3f}{held} "
                   f"({ws['time_s']:.1f}s)", flush=True)
-        if cfg["evaluation"]["interval"]:
+        if cfg["evaluation"]["interval"] and ckpt_from is None:
             # The starting points of the learning curve on the eval split: before the warm start
             # (iteration -1, evaluated in setup) and before RL (iteration 0).
             if ws is not None and "eval_before" in ws:
@@ -370,25 +562,39 @@ def train(config_path: Optional[str] = None, sets: Sequence[str] = (), *, num_cp
                 when = "after the warm start, before RL" if ws is not None else "before training"
                 print(f"[iter   0/{iterations}] {_eval_text(ev0)} ({when}, {ev0.get('time_s', 0):.1f}s)",
                       flush=True)
-        every = cfg["run"]["checkpoint_every"]
-        for i in range(1, iterations + 1):
+        for i in range(start + 1, iterations + 1):
+            signals.in_step = True
             result = algo.train()
+            if every and i % every == 0 and i < iterations:
+                checkpoint(f"checkpoint_{i:04d}")  # before its metrics row: rows never run ahead of checkpoints
             writer.write(result)
             tb.write(result)
             if not quiet:
                 print(_progress(i, iterations, result), flush=True)
-            if every and i % every == 0 and i < iterations:
-                algo.save_to_path(str((out / f"checkpoint_{i:04d}").resolve()))
+            signals.in_step = False
+            if signals.signum is not None:
+                if saved != i:
+                    checkpoint(f"checkpoint_{i:04d}")
+                raise RunStopped(signals.signum)
+        signals.in_step = True
         ckpt = str((out / "checkpoint").resolve())
-        algo.save_to_path(ckpt)
+        if saved != iterations or not (out / "checkpoint").exists():
+            checkpoint("checkpoint")
+        signals.in_step = False
         png = plot_learning_curve(writer.rows, out / "learning_curve.png",
                                   title=f"{cfg['env']['id']} ({cfg['specialization']}, {cfg['run']['name']})")
+        if signals.signum is not None:
+            raise RunStopped(signals.signum)
+    except RunStopped as e:
+        raise RunStopped(e.signum, _resume_line(out, e.signum, saved)) from None
     finally:
+        signals.restore()
         if tb is not None:
             tb.close()
         algo.stop()
         if started_ray:
             ray.shutdown()
+        lock.release(remove_dir=not wrote)
     summary = {"output_dir": str(out), "checkpoint": ckpt, "learning_curve": png,
                "metrics": str(writer.jsonl), "iterations": iterations,
                "success_rate": [r.get("success_rate") for r in writer.rows],
@@ -400,15 +606,16 @@ def train(config_path: Optional[str] = None, sets: Sequence[str] = (), *, num_cp
 
 def evaluate_checkpoint(checkpoint: str, *, episodes: Optional[int] = None, temperature: Optional[float] = None,
                         num_cpus: Optional[int] = None, imports: Sequence[str] = ()) -> dict:
-    """Restore an ATGRPO checkpoint (or a run directory's) and evaluate it on the eval split."""
-    from .envs import import_env_modules
-    from .export import find_checkpoint, run_modules
+    """Restore an ATGRPO checkpoint (or a run directory's) and evaluate it on the eval split. The checkpoint
+    is read as data (:mod:`.checkpoints`); the algorithm is rebuilt from the settings it records."""
+    from .checkpoints import algorithm_config, read_checkpoint
+    from .export import find_checkpoint
 
     path = find_checkpoint(checkpoint)
-    modules = run_modules(path, imports)
-
-    import_env_modules(modules)
     check_ray_address()
+    imports = resolve_modules(imports)
+    ckpt = read_checkpoint(path)  # verified before Ray starts: a damaged one is refused at once
+    config = algorithm_config(ckpt, imports)
     import ray
     import torch
 
@@ -416,8 +623,13 @@ def evaluate_checkpoint(checkpoint: str, *, episodes: Optional[int] = None, temp
     from ._rllib import unfrozen
     from .algorithm import ATGRPO
 
-    started = _start_ray(modules, num_cpus)
-    algo = ATGRPO.from_checkpoint(str(path))
+    started = _start_ray(config.env_modules, num_cpus)
+    try:
+        algo = ATGRPO.from_checkpoint(path, config=config)
+    except BaseException:
+        if started:
+            ray.shutdown()
+        raise
     try:
         if episodes is not None or temperature is not None:
             with unfrozen(algo.config) as cfg:
@@ -440,6 +652,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if getattr(args, "verbose", False):
         os.environ["LLM_MARL_VERBOSE"] = "1"
     quiet.install(for_workers=True)
+    if getattr(args, "address", None):
+        os.environ["RAY_ADDRESS"] = args.address
     try:
         if args.command == "show-default":
             import yaml
@@ -453,15 +667,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             if args.iterations is not None:
                 sets.append(f"run.iterations={args.iterations}")
             if args.output_dir is not None:
+                if args.resume is not None:
+                    raise UsageError("--resume continues the run in RUN_DIR; give no --output-dir")
                 sets.append(f"run.output_dir={args.output_dir}")
             train(args.config, sets, num_cpus=args.num_cpus, quiet=args.quiet, imports=args.imports,
-                  overwrite=args.overwrite, progress_bars=args.progress_bars)
+                  overwrite=args.overwrite, progress_bars=args.progress_bars, resume=args.resume)
             return 0
         if args.command == "export":
             from .export import export_policies, find_checkpoint
 
             paths = export_policies(find_checkpoint(args.checkpoint), args.out_dir, merge_lora=args.merge_lora,
-                                    imports=args.imports)
+                                    imports=resolve_modules(args.imports))
             print(json.dumps({pid: str(p) for pid, p in paths.items()}, indent=1))
             return 0
         if args.command == "eval":
@@ -471,6 +687,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
             print(json.dumps(flatten(res), indent=1, sort_keys=True))
             return 0
+    except RunStopped as e:
+        print(e.resume_line or "llm-marl: stopped by a signal", file=sys.stderr, flush=True)
+        return 128 + e.signum
     except UsageError as e:
         print(f"llm-marl: error: {e}", file=sys.stderr)
         return 2

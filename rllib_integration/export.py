@@ -28,55 +28,63 @@ import copy
 import dataclasses
 import json
 import os
-import pickle
 import shutil
 import tempfile
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
-from .settings import ConfigError, UsageError
+from .settings import UsageError
 
-__all__ = ["TrainedTeam", "Episode", "load_policy_modules", "export_policies", "find_checkpoint", "run_modules",
+__all__ = ["TrainedTeam", "Episode", "load_policy_modules", "export_policies", "find_checkpoint",
            "check_out_dir"]
 
 
-def _module_dir(checkpoint: Path) -> Path:
-    d = checkpoint / "learner_group" / "learner" / "rl_module"
-    if not d.is_dir():
-        raise ConfigError(f"{str(checkpoint)!r} holds no policies ({str(d)!r} is missing); give a checkpoint "
-                          "written by llm-marl train / ATGRPO.save_to_path, or its run directory")
-    return d
-
-
 def _is_checkpoint(p: Path) -> bool:
-    return (p / "class_and_ctor_args.pkl").is_file()
+    from .checkpoints import is_checkpoint
+
+    return is_checkpoint(p)
 
 
 def find_checkpoint(path: str | os.PathLike) -> Path:
-    """A run directory of ``llm-marl train`` (its ``checkpoint/``) or a checkpoint directory -> the checkpoint.
+    """A run directory of ``llm-marl train`` (its final ``checkpoint/``, else its newest complete
+    ``checkpoint_NNNN/``) or a checkpoint directory -> the checkpoint. Only complete checkpoints (with their
+    :data:`~.checkpoints.MARKER`) count; nothing is loaded here.
 
     Raises :class:`~.settings.UsageError` saying what ``path`` is instead (missing, a file, a run without
-    a checkpoint yet, a folder of runs) and what to give."""
+    a checkpoint yet, an incomplete or pickle checkpoint, a folder of runs) and what to give."""
+    from .checkpoints import MARKER, CheckpointError, newest_checkpoint
+
     p = Path(path).expanduser()
     for cand in (p, p / "checkpoint"):
         if _is_checkpoint(cand):
             return cand.resolve()
+    newest = newest_checkpoint(p)
+    if newest is not None:
+        return newest.resolve()
     give = "give the output directory of llm-marl train (e.g. runs/default) or its checkpoint/"
     if not p.exists():
         raise UsageError(f"{str(p)!r} does not exist; {give}")
     if not p.is_dir():
         raise UsageError(f"{str(p)!r} is a file, not a run directory; {give}")
+    for cand in (p, p / "checkpoint"):
+        if (cand / "class_and_ctor_args.pkl").exists():
+            raise CheckpointError(f"{str(cand)!r} is a pickle checkpoint (RLlib's format, or an older llm-marl): "
+                                  f"it is not loaded, since unpickling a file can run any code; checkpoints of "
+                                  f"this llm-marl are data ({MARKER}, state.json, tensors.safetensors)")
     if (p / "config.yaml").is_file():
-        raise UsageError(f"{str(p)!r} holds a run of llm-marl train without its final checkpoint/ (the run stopped "
-                         "early or is still running); give a run that finished, or one of its checkpoint_NNNN/ "
-                         "(run.checkpoint_every)")
+        partial = (p / "checkpoint").is_dir() or any(p.glob("checkpoint_[0-9]*"))
+        raise UsageError(f"{str(p)!r} holds a run of llm-marl train without a complete checkpoint ("
+                         + ("its checkpoint folders lack their completion marker: the writes did not finish"
+                            if partial else "the run stopped early or is still running")
+                         + "); resume it with `llm-marl train --resume DIR` once it has one, or give a run that "
+                         "finished")
     runs = sorted({str(d.parent if d.name == "checkpoint" else d)
                    for d in [*p.glob("*/checkpoint"), *p.glob("*")] if d.is_dir() and _is_checkpoint(d)})
     if runs:
         more = f" (and {len(runs) - 3} more)" if len(runs) > 3 else ""
         raise UsageError(f"{str(p)!r} is a folder of runs, not a run; give one of them: {', '.join(runs[:3])}{more}")
     raise UsageError(f"{str(p)!r} is neither a run directory of llm-marl train (no checkpoint/ in it) nor a "
-                     f"checkpoint (no class_and_ctor_args.pkl); {give}")
+                     f"checkpoint (no {MARKER}); {give}")
 
 
 def check_out_dir(out_dir: str | os.PathLike, *, what: str = "OUT_DIR") -> Path:
@@ -99,41 +107,27 @@ def check_out_dir(out_dir: str | os.PathLike, *, what: str = "OUT_DIR") -> Path:
     return out
 
 
-def run_modules(checkpoint: Path, imports: Sequence[str] = ()) -> list[str]:
-    """The modules a checkpoint's env needs: ``--import`` plus ``env.modules`` of the run's config.yaml."""
-    modules = list(imports)
-    for cand in (checkpoint / "config.yaml", checkpoint.parent / "config.yaml"):
-        if cand.exists():
-            from .settings import load_yaml
-
-            modules += list(((load_yaml(cand.read_text()) or {}).get("env") or {}).get("modules") or [])
-            break
-    return list(dict.fromkeys(modules))
+def load_policy_modules(checkpoint: str | os.PathLike, *, imports: Sequence[str] = ()) -> dict[str, Any]:
+    """policy id -> its trained :class:`~.rl_module.LLMRLModule`, rebuilt from the settings a checkpoint
+    records and loaded with its weights (no Ray needed, nothing unpickled)."""
+    return _load(find_checkpoint(checkpoint), imports)[0]
 
 
-def load_policy_modules(checkpoint: str | os.PathLike) -> dict[str, Any]:
-    """policy id -> its trained :class:`~.rl_module.LLMRLModule`, restored from a checkpoint (no Ray needed)."""
-    import torch  # noqa: F401  (RLModule state holds tensors)
-    from ray.rllib.core.rl_module.multi_rl_module import MultiRLModule
+def _load(path: Path, imports: Sequence[str]) -> tuple[dict[str, Any], Any, dict[str, str]]:
+    """The policy modules of a checkpoint, its ``ATGRPOConfig`` and the agent -> policy mapping."""
+    from .algorithm import policy_module_spec
+    from .checkpoints import CheckpointError, algorithm_config, read_checkpoint
 
-    multi = MultiRLModule.from_checkpoint(str(_module_dir(find_checkpoint(checkpoint))))
-    return {pid: multi[pid] for pid in multi.keys()}
-
-
-def _algorithm_config(checkpoint: Path, imports: Sequence[str]) -> Any:
-    """The run's ``ATGRPOConfig`` (its env entry may need the user's task modules imported first)."""
-    from .envs import import_env_modules
-
-    import_env_modules(run_modules(checkpoint, imports))
-    with open(checkpoint / "class_and_ctor_args.pkl", "rb") as f:
-        ctor = pickle.load(f)
-    args = ctor.get("ctor_args_and_kwargs", ((), {}))
-    config = args[0][0] if args[0] else args[1].get("config")
-    if isinstance(config, dict):
-        from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
-
-        config = AlgorithmConfig.from_state(config)
-    return config
+    ckpt = read_checkpoint(path)
+    config = algorithm_config(ckpt, imports)
+    spec, mapping, _ = policy_module_spec(config)
+    multi: Any = spec.build()  # a MultiRLModule (RLlib types build() as RLModule)
+    try:
+        multi.set_state(ckpt.state["learner_group"]["learner"]["rl_module"])
+    except (KeyError, TypeError, RuntimeError) as e:
+        raise CheckpointError(f"{str(path)!r}: its weights do not fit the policies its settings build "
+                              f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})") from None
+    return {pid: multi[pid] for pid in multi.keys()}, config, mapping
 
 
 @dataclasses.dataclass
@@ -167,15 +161,10 @@ class TrainedTeam:
     def from_checkpoint(cls, checkpoint: str | os.PathLike, *, imports: Sequence[str] = (),
                         device: Optional[str] = None) -> "TrainedTeam":
         """Load a checkpoint (or a run directory of ``llm-marl train``); ``imports``: modules that register
-        a task of your own (``env.modules`` of the run's config.yaml are imported too); ``device``: where
-        the team generates (default ``cpu``)."""
-        path = find_checkpoint(checkpoint)
-        config = _algorithm_config(path, imports)
-        modules = load_policy_modules(path)
-        check = config.check_env()
-        from .policies import resolve_mapping
-
-        _, mapping = resolve_mapping(config, check.agents, env_name=check.entry.name)
+        a task of your own (the ``env.modules`` the checkpoint names are imported too, checked first:
+        :func:`~.checkpoints.check_module_paths`); ``device``: where the team generates (default ``cpu``).
+        Nothing in the checkpoint is unpickled (:mod:`.checkpoints`)."""
+        modules, config, mapping = _load(find_checkpoint(checkpoint), imports)
         return cls(modules, mapping, config, device=device)
 
     @classmethod
@@ -218,10 +207,27 @@ class TrainedTeam:
 
 
 # ------------------------------------------------------------------------------ export
-def _save_tokenizer(model_path: str, out: Path) -> None:
+def _model_dir(model_path: Any, checkpoint: Path) -> Path:
+    """The model folder a checkpoint's policy names (its tokenizer is read there), checked: an existing
+    directory of a Hugging Face model outside the run directory; raises CheckpointError saying why not."""
+    from .checkpoints import CheckpointError
+
+    d = Path(str(model_path)).expanduser()
+    run = checkpoint.parent if checkpoint.name.startswith("checkpoint") else checkpoint
+    if not d.is_absolute() or not d.is_dir() or not (d / "config.json").is_file():
+        raise CheckpointError(f"{str(checkpoint)!r} names the model folder {str(model_path)!r}, which is not a "
+                              "model directory here (an absolute path holding config.json); the policies were "
+                              "trained from it and need its tokenizer")
+    if d.resolve().is_relative_to(run.resolve()):
+        raise CheckpointError(f"{str(checkpoint)!r} names the model folder {str(d)!r} inside its run directory: a "
+                              "run directory brings no files of its own to read as a model")
+    return d
+
+
+def _save_tokenizer(model_dir: Path, out: Path) -> None:
     from transformers import AutoTokenizer
 
-    AutoTokenizer.from_pretrained(model_path).save_pretrained(str(out))
+    AutoTokenizer.from_pretrained(str(model_dir), trust_remote_code=False).save_pretrained(str(out))
 
 
 def export_policies(checkpoint: str | os.PathLike, out_dir: str | os.PathLike, *, merge_lora: bool = False,
@@ -229,13 +235,16 @@ def export_policies(checkpoint: str | os.PathLike, out_dir: str | os.PathLike, *
     """Write each policy of a checkpoint as a ``save_pretrained`` folder; returns policy id -> folder.
 
     L1/L3: ``OUT_DIR/<policy>/`` a full model + tokenizer. L2: ``OUT_DIR/base/`` (the base model,
-    once) and ``OUT_DIR/<policy>/`` its LoRA adapter (``adapter_config.json`` names ``OUT_DIR/base``)
-    + tokenizer; with ``merge_lora`` a full model per policy instead. ``team.json`` records the
-    agent -> policy mapping and the generation settings of the run.
+    once, written from the weights the policies were trained on) and ``OUT_DIR/<policy>/`` its LoRA adapter
+    (``adapter_config.json`` names ``OUT_DIR/base``) + tokenizer; with ``merge_lora`` a full model per policy
+    instead. ``team.json`` records the agent -> policy mapping and the generation settings of the run. The
+    checkpoint is read as data (:mod:`.checkpoints`); the model folder it names is checked before its
+    tokenizer is read, and nothing else is copied from the host.
     """
     path = find_checkpoint(checkpoint)
     out = check_out_dir(out_dir).resolve()  # before loading anything: nothing half-written
-    modules = load_policy_modules(path)
+    modules, config, mapping = _load(path, imports)
+    model_dirs = {pid: _model_dir(dict(m.model_config).get("model_path"), path) for pid, m in modules.items()}
     out.mkdir(parents=True, exist_ok=True)
     written: dict[str, Path] = {}
     for pid, module in sorted(modules.items()):
@@ -246,7 +255,8 @@ def export_policies(checkpoint: str | os.PathLike, out_dir: str | os.PathLike, *
         if cfg.get("level") == "L2" and not merge_lora:
             base = out / "base"
             if not base.exists():
-                shutil.copytree(cfg["model_path"], base)
+                copy.deepcopy(module.lm).unload().save_pretrained(str(base))
+                _save_tokenizer(model_dirs[pid], base)
             with tempfile.TemporaryDirectory(dir=out) as tmp:
                 module.lm.save_pretrained(tmp, selected_adapters=[pid])
                 src = Path(tmp) / pid if (Path(tmp) / pid / "adapter_config.json").exists() else Path(tmp)
@@ -260,18 +270,11 @@ def export_policies(checkpoint: str | os.PathLike, out_dir: str | os.PathLike, *
             if cfg.get("level") == "L2":
                 lm = copy.deepcopy(lm).merge_and_unload()
             lm.save_pretrained(str(dest))
-        _save_tokenizer(cfg["model_path"], dest)
+        _save_tokenizer(model_dirs[pid], dest)
         written[pid] = dest
-    try:
-        config = _algorithm_config(path, imports)
-        check = config.check_env()
-        from .policies import resolve_mapping
-
-        _, mapping = resolve_mapping(config, check.agents, env_name=check.entry.name)
-        team = {"env": check.entry.name, "policy_mapping": mapping, "chat": bool(config.chat),
-                "system_prompt": config.system_prompt, "max_new_tokens": int(config.max_new_tokens),
-                "stop": config.stop, "specialization": config.specialization}
-        (out / "team.json").write_text(json.dumps(team, indent=2))
-    except ConfigError:
-        pass  # the env's module is not importable here: the policies are written all the same
+    check = config.check_env()
+    team = {"env": check.entry.name, "policy_mapping": mapping, "chat": bool(config.chat),
+            "system_prompt": config.system_prompt, "max_new_tokens": int(config.max_new_tokens),
+            "stop": config.stop, "specialization": config.specialization}
+    (out / "team.json").write_text(json.dumps(team, indent=2))
     return written

@@ -126,15 +126,24 @@ def flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 class MetricsWriter:
-    """Appends each iteration's flattened metrics to ``metrics.jsonl`` and rewrites ``metrics.csv``."""
+    """Appends each iteration's flattened metrics to ``metrics.jsonl`` (each line flushed and fsynced) and
+    rewrites ``metrics.csv`` (under a temporary name, then renamed).
 
-    def __init__(self, out_dir: str | os.PathLike):
+    ``resume_after=N`` continues a run's files: the rows of ``metrics.jsonl`` up to iteration ``N`` (the
+    checkpoint the run resumes from) are kept, later ones (written after that checkpoint, before the stop) are
+    dropped, and a line cut short by the stop is ignored; without it the files start empty."""
+
+    def __init__(self, out_dir: str | os.PathLike, *, resume_after: int | None = None):
         self.dir = Path(out_dir)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.jsonl = self.dir / "metrics.jsonl"
         self.csv = self.dir / "metrics.csv"
         self.rows: list[dict[str, Any]] = []
-        self.jsonl.write_text("")
+        if resume_after is not None and self.jsonl.is_file():
+            self.rows = [r for r in _read_rows(self.jsonl) if int(r.get("training_iteration", 0)) <= resume_after]
+        _replace(self.jsonl, "".join(json.dumps(r, sort_keys=True) + "\n" for r in self.rows))
+        if self.rows:
+            self._write_csv()
 
     def write(self, result: Mapping[str, Any]) -> dict[str, Any]:
         row = {k: v for k, v in flatten(result).items()
@@ -142,10 +151,40 @@ class MetricsWriter:
         self.rows.append(row)
         with self.jsonl.open("a") as f:
             f.write(json.dumps(row, sort_keys=True) + "\n")
-        keys = sorted({k for r in self.rows for k in r})
-        with self.csv.open("w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=keys)
-            w.writeheader()
-            for r in self.rows:
-                w.writerow(r)
+            f.flush()
+            os.fsync(f.fileno())
+        self._write_csv()
         return row
+
+    def _write_csv(self) -> None:
+        import io
+
+        keys = sorted({k for r in self.rows for k in r})
+        buf = io.StringIO()
+        w = csv.DictWriter(buf, fieldnames=keys)
+        w.writeheader()
+        for r in self.rows:
+            w.writerow(r)
+        _replace(self.csv, buf.getvalue())
+
+
+def _read_rows(path: Path) -> list[dict[str, Any]]:
+    rows = []
+    for line in path.read_text().splitlines():
+        try:
+            row = json.loads(line)
+        except ValueError:  # the last line, cut short by a stop
+            continue
+        if isinstance(row, dict):
+            rows.append(row)
+    return rows
+
+
+def _replace(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` whole: to a temporary name, fsynced, then renamed over it."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    with tmp.open("w") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)

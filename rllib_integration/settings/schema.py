@@ -399,8 +399,12 @@ class RunOptions(Section):
     iterations: StrictInt = setting(10, "training iterations", ge=1)
     output_dir: StrictStr = setting("runs/default", "where metrics, the PNG and checkpoints go")
     name: StrictStr = setting("atgrpo", "run name (plot title)")
-    checkpoint_every: StrictInt = setting(0, "also checkpoint every N iterations (`checkpoint_NNNN/`); the final "
-                                             "one is always written to `checkpoint/`", ge=0)
+    checkpoint_every: StrictInt = setting(
+        5, "also checkpoint every N iterations (`checkpoint_NNNN/`, 0: only the final one); the final one is always "
+        "written to `checkpoint/`, and one at the iteration a run is stopped at by SIGINT/SIGTERM; "
+        "`llm-marl train --resume DIR` continues from the newest complete one", ge=0)
+    keep: StrictInt = setting(2, "periodic checkpoints kept (`checkpoint_NNNN/`, the newest); older ones are removed",
+                              ge=1)
 
 
 #: the settings a policy may override (``policies.<id>.<key>``) -> the section of the global setting

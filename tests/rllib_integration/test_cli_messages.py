@@ -133,10 +133,12 @@ def test_eval_of_a_run_without_checkpoint_and_of_a_folder_of_runs(capsys, tmp_pa
     run = tmp_path / "runs" / "a"
     run.mkdir(parents=True)
     (run / "config.yaml").write_text("run: {}")
-    with pytest.raises(UsageError, match="without its final checkpoint"):
+    with pytest.raises(UsageError, match="without a complete checkpoint"):
         find_checkpoint(run)
     (run / "checkpoint").mkdir()
-    (run / "checkpoint" / "class_and_ctor_args.pkl").write_text("")
+    with pytest.raises(UsageError, match="lack their completion marker"):
+        find_checkpoint(run)
+    (run / "checkpoint" / "COMPLETE.json").write_text("{}")  # found by its marker; read (and checked) later
     assert find_checkpoint(run) == (run / "checkpoint").resolve()
     with pytest.raises(UsageError, match=r"is a folder of runs, not a run; give one of them: .*runs/a"):
         find_checkpoint(tmp_path / "runs")
@@ -145,7 +147,7 @@ def test_eval_of_a_run_without_checkpoint_and_of_a_folder_of_runs(capsys, tmp_pa
 def test_export_to_a_file(capsys, tmp_path):
     run = tmp_path / "run"
     (run / "checkpoint").mkdir(parents=True)
-    (run / "checkpoint" / "class_and_ctor_args.pkl").write_text("")  # found; never loaded
+    (run / "checkpoint" / "COMPLETE.json").write_text("{}")  # found; never loaded
     out = tmp_path / "exported"
     out.write_text("keep")
     rc, err = _run_main(capsys, "export", str(run), str(out))
@@ -190,7 +192,7 @@ def test_eval_checks_ray_address_too(tmp_path, monkeypatch):
 
     run = tmp_path / "run"
     (run / "checkpoint").mkdir(parents=True)
-    (run / "checkpoint" / "class_and_ctor_args.pkl").write_text("")
+    (run / "checkpoint" / "COMPLETE.json").write_text("{}")
     monkeypatch.setenv("RAY_ADDRESS", "auto")
     monkeypatch.setenv("RAY_TMPDIR", str(tmp_path))
     with pytest.raises(UsageError, match="no Ray cluster was started"):

@@ -322,7 +322,8 @@ def _is_name(lhs: str) -> bool:
     return bool(_NAME_RE.match(lhs) or _NAMES_RE.match(lhs))
 
 
-_LABEL_NOISE_RE = re.compile(r"_\{[^{}]*\}|_[A-Za-z0-9]|\\(?:frac|overline|cdot|times)(?![A-Za-z])")
+_LABEL_NOISE_RE = re.compile(r"_\{[^{}]*\}|_[A-Za-z0-9]|\^\{?-1\}?|\\(?:frac|overline|cdot|times|angle|measuredangle|"
+                             r"triangle|vec|hat|widehat|bar|tilde|overrightarrow|mathbf|mathit|mathrm|text)(?![A-Za-z])")
 _GREEK_RE = re.compile(rf"\\(?:{_GREEK})(?![A-Za-z])")
 
 
@@ -331,7 +332,7 @@ def _is_label(lhs: str) -> bool:
     math-verify's assignment left side (``is_expr_of_only_symbols``), a label of the asked quantity."""
     bare = re.sub(r"(?<=[A-Za-z])\([^()]*\)", " ", lhs)  # P(X=2), f(2): the argument of a name
     bare = _GREEK_RE.sub("a", _LABEL_NOISE_RE.sub(" ", bare))
-    return bool(re.fullmatch(r"[A-Za-z\s{}()|+\-*/:',]+", bare)) and bool(re.search(r"[A-Za-z]", bare))
+    return bool(re.fullmatch(r"[A-Za-z\s{}()\[\]|+\-*/:',]+", bare)) and bool(re.search(r"[A-Za-z]", bare))
 
 
 def _letters(s: str) -> set[str]:
@@ -350,13 +351,15 @@ def _assignment(lhs: str, rhs: str) -> str | None:
     """The label when ``lhs = rhs`` gives the value ``rhs`` a name (``x = 3``, ``f(x) = 2x+1``, ``x+y = 5``);
     ``""`` for a computation whose result is ``rhs`` (``\\binom{5}{2} = 10``); None for an equation: a
     left side with numbers and variables (``2x = 6``), a constant against an expression in variables
-    (``7 = 11a+c``), or a name that occurs on the right too (``y = 2y+1`` says y = -1)."""
+    (``7 = 11a+c``), or a name that occurs on the right too (``y = 2y+1`` says y = -1, ``x + y = 2x``
+    says y = x; a derivative ``\\frac{dy}{dx} = 2x``, ``f'(x) = 2x`` names a function of x)."""
     if _is_computation(lhs):
         return "" if _is_computation(rhs) else None
     if not (_is_name(lhs) or _is_label(lhs)):
         return None
     call = re.fullmatch(r"(.+)\(\s*[A-Za-z]\s*\)", lhs.strip())  # f(x) = 2x + 1: x is f's argument
-    if _letters(call.group(1) if call else lhs) & _letters(rhs):
+    derivative = re.search(r"\\frac\s*\{\s*d|\\partial|'", lhs)  # dy/dx = 2x, f'(x) = 2x: names, not equations
+    if not derivative and _letters(call.group(1) if call else lhs) & _letters(rhs):
         return None
     return _label_key(lhs)
 
@@ -364,12 +367,13 @@ def _assignment(lhs: str, rhs: str) -> str | None:
 def _is_computation(lhs: str) -> bool:
     """A constant expression without variables (``\\binom{5}{2}``, ``17 \\bmod 5``, ``e^{i\\pi}``): its
     right side is the result. Letters in subscripts (``\\log_2``, ``\\lim_{x \\to 0}``) and the constants
-    ``e`` and ``i`` do not count as variables; anything else with a letter is an equation."""
+    ``e``, ``i`` and ``\\pi`` do not count as variables; anything else with a letter (a Greek one too:
+    ``\\sin\\theta``) is an equation."""
     bare = re.sub(r"\\(?:begin|end)\{[A-Za-z*]+\}|\\[A-Za-z]+|_\{[^{}]*\}|_[A-Za-z0-9]", " ", lhs)
     bound = re.findall(r"\\lim_\{?\s*([A-Za-z])\s*\\(?:to|rightarrow)", lhs)  # lim_{x \to 0} f(x): x is bound
     if bound:
         bare = re.sub(f"[{''.join(bound)}]", " ", bare)
-    return bool(lhs.strip()) and not re.search(r"[A-DF-HJ-Za-df-hj-z]", bare)
+    return bool(lhs.strip()) and not re.search(r"[A-DF-HJ-Za-df-hj-z]", bare) and not _GREEK_RE.search(lhs)
 
 
 def _inequality(s: str) -> str | None:

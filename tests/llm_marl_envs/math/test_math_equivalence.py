@@ -203,12 +203,16 @@ ISSUE_32_EQUATIONS: list[tuple[str, str, bool]] = [
     ("7 = 11a+c", "11a+c", F), ("3 = 2y+1", "2y+1", F), ("\\sqrt{4} = 2y", "2y", F),
     ("2x + z = 1", "1", F), ("a^2 + b = 0", "0", F), ("2x = 6", "6", F), ("x^2 + y^2 = 25", "25", F),
     ("y = 2y+1", "2y+1", F),  # the name is on the right too: an equation (y = -1), not a value
+    ("x + y = 2x", "2x", F), ("\\sin\\theta = \\frac12", "\\frac12", F),  # a Greek letter is a variable
     # two labelled answers with different names (math-verify: "x=1 != y=1")
     ("x = 3", "y = 3", F), ("x = 1, y = 2", "x = 2, y = 1", F), ("a_1 = 5", "a_2 = 5", F),
     # a left side that names the answer: its value counts (graders' suites: k=1 vs 1, b=m vs m, x=30 vs 30)
     ("x = 2y+1", "2y+1", T), ("y = 3", "3", T), ("k = 1", "1", T), ("f(x) = 2x+1", "2x+1", T),
     ("x+y = 5", "5", T), ("x = 1, y = 2", "y = 2, x = 1", T), ("x = 1, y = 2", "(1, 2)", T),
     ("x_{1} = 5", "x_1 = 5", T), ("\\sqrt{4} = 2", "2", T), ("\\binom{5}{2} = 10", "10", T),
+    ("\\angle ABC = 30^\\circ", "30", T), ("[ABC] = 12", "12", T), ("P(X=2) = 0.3", "0.3", T),
+    ("\\text{Area} = 12", "12", T), ("\\frac{dy}{dx} = 2x", "2x", T),
+    ("f^{-1}(x) = \\frac{x-1}{2}", "\\frac{x-1}{2}", T),
 ]
 
 ISSUE_32_BOXES: list[tuple[str, str, bool]] = [

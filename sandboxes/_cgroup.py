@@ -231,6 +231,18 @@ class RunCgroup:
         """Bytes charged to the cgroup now (0 without a memory cgroup)."""
         return int(self._memory_file("memory.current", "memory.usage_in_bytes").strip() or 0)
 
+    def held_memory(self) -> int:
+        """Bytes charged that reclaim cannot take back: the charge less the file cache on the LRU
+        lists (``active_file``/``inactive_file``: what a run read from ``/usr`` or numpy's files is
+        cache). tmpfs, memfd and SysV shm pages, anonymous memory and kernel memory (pipe
+        buffers, sockets) all count. 0 without a memory cgroup."""
+        usage = self.memory_usage()
+        for line in self._memory_file("memory.stat", "memory.stat").splitlines():
+            name, _, value = line.partition(" ")
+            if name in ("active_file", "inactive_file"):
+                usage -= int(value)
+        return usage
+
     def oom_kills(self) -> int:
         """How many processes the kernel's OOM killer killed in this cgroup so far."""
         for line in self._memory_file("memory.events", "memory.oom_control").splitlines():

@@ -12,6 +12,7 @@ import os
 import threading
 from typing import Any, Mapping
 
+from ._proc import HELD_SLACK_MB, RECLAIM_WAIT_S
 from .records import Limits, SandboxUnavailable
 
 CONTAINER_PREFIX = "llm-marl-sbx-"
@@ -85,7 +86,8 @@ def _pack(code: str, stdin: str, files: Mapping[str, str | bytes] | None, limits
         blobs.append((norm, content.encode("utf-8") if isinstance(content, str) else bytes(content)))
     header = json.dumps({"code": len(code_b), "stdin": len(stdin_b),
                          "backstop_s": limits.timeout_s + BACKSTOP_GRACE_S, "timeout_s": limits.timeout_s,
-                         "max_output_bytes": limits.max_output_bytes,
+                         "max_output_bytes": limits.max_output_bytes, "reclaim_wait_s": RECLAIM_WAIT_S,
+                         "held_slack": HELD_SLACK_MB << 20,
                          "rlimits": _rlimits(limits), "files": [[p, len(b)] for p, b in blobs]}).encode()
     return b"".join([len(header).to_bytes(4, "big"), header, code_b, *(b for _, b in blobs), stdin_b])
 

@@ -71,6 +71,23 @@ def site_packages() -> list[str]:
 MEMORY_SLACK_MB = 24
 
 
+# How long a warm worker waits, after a run, for the kernel to collect what the run parked
+# (descriptors in flight: programs/wipe.py ``given_back``) before it is replaced instead.
+RECLAIM_WAIT_S = 0.5
+# What a warm worker may hold after a run beyond its idle charge, file cache not counted
+# (its own heap and the kernel's caches grow a little); more and the worker is replaced.
+HELD_SLACK_MB = 8
+
+
+def kick_unix_gc() -> None:
+    """Schedule the kernel's unix-socket garbage collector (releasing any unix socket does), so
+    what a finished run parked in flight is freed now rather than whenever some other unix
+    socket on the machine closes. Cheap (~30 us); the collector itself runs asynchronously."""
+    a, b = socket.socketpair()
+    a.close()
+    b.close()
+
+
 def memory_cap(limits: Limits, base_bytes: int = 0) -> int:
     """The memory cgroup limit of a run: ``memory_mb`` + slack (+ what a warm worker already holds)."""
     return base_bytes + ((limits.memory_mb + MEMORY_SLACK_MB) << 20)
@@ -304,6 +321,7 @@ def run_cold(argv: list[str], *, code: str, files: Mapping[str, str | bytes] | N
                     pipe.close()
         if cg is not None:
             cg.remove()
+        kick_unix_gc()  # what the run parked in flight (its namespaces are gone) is freed now
     wall = time.monotonic() - start
     stderr = decode(got.stderr)
     # A set-up failure (cgroup join, rlimits) exits 125 with "sandbox: cannot ..." on stderr; it is

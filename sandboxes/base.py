@@ -27,7 +27,7 @@ __all__ = ["FAULT_COUNTERS", "STATUSES", "ExecutionResult", "LimitError", "Limit
            "SandboxError", "SandboxInfrastructureError", "SandboxUnavailable", "WorkerLost", "cap_output", "classify"]
 
 #: The infrastructure-fault counters every sandbox has (see :meth:`Sandbox.fault_counts`).
-FAULT_COUNTERS = ("dead_workers_replaced", "runs_retried", "infrastructure_errors")
+FAULT_COUNTERS = ("dead_workers_replaced", "runs_retried", "infrastructure_errors", "workers_recycled")
 _COUNT_LOCK = threading.Lock()
 
 
@@ -41,10 +41,13 @@ class Sandbox(abc.ABC):
     infra_retries: int = 2
     #: Counters of infrastructure faults (class defaults; each sandbox counts its own):
     #: warm workers found dead or lost under a run and replaced, runs tried again because of
-    #: that, and runs that raised :class:`~sandboxes.records.SandboxInfrastructureError`.
+    #: that, runs that raised :class:`~sandboxes.records.SandboxInfrastructureError`, and warm
+    #: workers replaced after a run because they could not give back what it took (files the
+    #: wipe could not remove, scratch space, memory or descriptors the run parked in the kernel).
     dead_workers_replaced: int = 0
     runs_retried: int = 0
     infrastructure_errors: int = 0
+    workers_recycled: int = 0
 
     def __init__(self, limits: Limits | None = None, **limit_kwargs: Any) -> None:
         self.limits = (limits or Limits()).replace(**limit_kwargs) if limit_kwargs else (limits or Limits())
@@ -96,7 +99,7 @@ class Sandbox(abc.ABC):
 
     def fault_counts(self) -> dict[str, int]:
         """The infrastructure-fault counters of this sandbox: ``dead_workers_replaced``, ``runs_retried``,
-        ``infrastructure_errors`` (all 0 for a backend without workers that can die)."""
+        ``infrastructure_errors``, ``workers_recycled`` (all 0 for a backend without warm workers)."""
         with _COUNT_LOCK:
             return {name: int(getattr(self, name)) for name in FAULT_COUNTERS}
 

@@ -141,12 +141,21 @@ class DockerSandbox(WarmContainers, Sandbox):
                     raise SandboxError(f"could not remove sandbox container {container_id[:12]}: {exc}") from exc
                 time.sleep(0.2)
 
-    def _host_config(self, limits: Limits, extra_pids: int = 1) -> dict[str, Any]:
+    def _host_config(self, limits: Limits, extra_pids: int = 1, warm: bool = False) -> dict[str, Any]:
         from docker.types import LogConfig, Ulimit
 
         mem = f"{limits.memory_mb}m"
         cpu = limits.cpu_seconds
         fsize = limits.max_file_mb * 1024 * 1024
+        ulimits = [Ulimit(name="cpu", soft=cpu, hard=cpu + 1),
+                   Ulimit(name="fsize", soft=fsize, hard=fsize),
+                   Ulimit(name="nofile", soft=limits.max_open_files, hard=limits.max_open_files),
+                   Ulimit(name="core", soft=0, hard=0)]
+        if warm:
+            # The fork server sets every run's cpu/fsize/nofile/core limits in the run's own process. Set on the
+            # container they would cap the fork server itself (its CPU time over all runs) and every later run
+            # (a run with a longer timeout_s could not raise RLIMIT_CPU: "not allowed to raise maximum limit").
+            ulimits = ulimits[-1:]
         tmpfs_opts = f"rw,nosuid,nodev,noexec,size={limits.scratch_mb}m,mode=1777"
         return self.api.create_host_config(
             network_mode="none",
@@ -157,10 +166,7 @@ class DockerSandbox(WarmContainers, Sandbox):
             # The supervisor / fork server is ours; the program gets max_processes.
             pids_limit=limits.max_processes + extra_pids,
             nano_cpus=int(self.cpus * 1e9),
-            ulimits=[Ulimit(name="cpu", soft=cpu, hard=cpu + 1),
-                     Ulimit(name="fsize", soft=fsize, hard=fsize),
-                     Ulimit(name="nofile", soft=limits.max_open_files, hard=limits.max_open_files),
-                     Ulimit(name="core", soft=0, hard=0)],
+            ulimits=ulimits,
             cap_drop=["ALL"],
             security_opt=["no-new-privileges"],
             ipc_mode="private",

@@ -5,7 +5,9 @@ container per concurrent worker whose PID 1 is a fork server (``programs/docker_
 (which owns the engine client, the container settings and the cold path): it starts,
 hands out, reuses and removes warm containers and runs one program in one of them. Per
 run the fork server kills every process but itself, empties every writable place (without
-recursion, ``programs/wipe.py``) and reports ``clean``; any doubt costs the container.
+recursion, ``programs/wipe.py``), checks that the run gave back what it took (nothing parked
+in flight, the scratch file systems' space and the container's memory as at start) and
+reports ``clean``; any doubt costs the container (counted as ``workers_recycled``).
 docs/docker.md has the isolation argument.
 
 A container whose fork server is gone (killed from outside while idle, or during a run
@@ -49,7 +51,7 @@ class WarmContainers:
     _idle: dict[tuple[int, int, int], list["_Warm"]]
     _closed: bool
     _pool_lock: threading.Lock
-    _host_config: Callable[[Limits], dict[str, Any]]
+    _host_config: Callable[..., dict[str, Any]]
     _remove: Callable[[str], None]
     count_fault: Callable[[str], None]
 
@@ -73,7 +75,7 @@ class WarmContainers:
             c = self.api.create_container(
                 self.image, command=["python3", "-I", "-S", "-c", FORK_SERVER], name=name, user=SANDBOX_UID,
                 environment=MINIMAL_ENV, working_dir=SCRATCH, stdin_open=True, tty=False,
-                network_disabled=True, labels=labels, host_config=self._host_config(limits))
+                network_disabled=True, labels=labels, host_config=self._host_config(limits, warm=True))
             sock = self.api.attach_socket(c["Id"], params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1})
             w = _Warm(id=c["Id"], key=key, sock=sock, raw=getattr(sock, "_sock", sock), started=time.monotonic())
             self.api.start(c["Id"])
@@ -160,6 +162,8 @@ class WarmContainers:
                 self.count_fault("dead_workers_replaced")
                 raise WorkerLost(f"the warm container's server was lost during the run ({exc!r})") from exc
             keep = bool(res.get("clean"))
+            if not keep:  # the server could not prove it empty, or the run kept space, memory or descriptors
+                self.count_fault("workers_recycled")
             w.runs += 1
             sig = res.get("signal")
             exit_code = -sig if sig is not None else res.get("exit")

@@ -19,7 +19,19 @@ for output/process caps) the zygote SIGKILLs every other process in its PID name
 ``/dev/shm`` and ``/dev/mqueue`` without recursion (``programs/wipe.py``), removes SysV IPC
 objects and only then answers, saying whether it could prove them empty; if not, the host
 replaces the worker. So nothing a run starts or writes is there for the next one; the next
-child is forked again from the zygote, which no program code ever ran in. The zygote is
+child is forked again from the zygote, which no program code ever ran in.
+
+A worker is also reused only when the run has given back what it took. A program can keep
+kernel objects after all its processes are gone: descriptors sent with ``SCM_RIGHTS`` into a
+unix socket whose own descriptor is in the same queue (a cycle no process holds) stay open
+until the kernel's unix garbage collector next runs (it runs when some unix socket somewhere
+is released): unlinked files still filling ``/tmp``, memfds still charged to the worker's
+memory cgroup, pipes full of data, timers, inotify instances. So after every run the zygote
+checks that no unix socket is left in the worker's network namespace and that every scratch
+file system has its free blocks and inodes of the start back, and the host that the worker's
+memory cgroup, less its file cache, is back at what the idle worker held (+ ``sandboxes._proc.HELD_SLACK_MB``).
+If not, the zygote schedules the collector and both wait up to ``reclaim_wait_s``; then the
+worker is replaced (``workers_recycled`` in :meth:`~sandboxes.base.Sandbox.fault_counts`). The zygote is
 ``PR_SET_DUMPABLE=0`` and PID 1: children (same uid) cannot ptrace it (also denied by the
 seccomp filter), read its memory or environment, or signal it without a handler. Its bwrap
 starts with an empty environment. Each worker has a pids and a memory cgroup; before each
@@ -132,7 +144,7 @@ class _Worker:
         argv = (_proc.launcher(self.cgroup, keep_parent=False)
                 + owner.bwrap_argv(limits, seccomp_fd=seccomp_fd)
                 + [owner.python, "-I", "-S", "-c", ZYGOTE_SOURCE, str(child_sock.fileno()), ",".join(owner.preload),
-                   ":".join(owner._extra_path), ":".join(owner.scratch_binds)])
+                   ":".join(owner._extra_path), ":".join(owner.scratch_binds), repr(owner.reclaim_wait_s)])
         try:
             self.proc = _Spawner.call(lambda: subprocess.Popen(
                 argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={},
@@ -157,8 +169,11 @@ class _Worker:
             raise SandboxError(f"the warm sandbox worker did not start (exit {self.proc.returncode}): {err.strip()}")
         self.proc.stderr.close()
         self.alive = True
+        self.recycled = False  # set when a run did not give back what it took
+        self.reclaim_wait_s = owner.reclaim_wait_s
         # What the idle worker holds (the zygote with its preloads); each run may add memory_mb.
         self.base_memory = self.cgroup.memory_usage() if self.cgroup is not None else 0
+        self.base_held = self.cgroup.held_memory() if self.cgroup is not None else 0
 
     def host_pids(self) -> list[int]:
         """Host pids of this worker's processes (bwrap and the zygote, PID 1 inside)."""
@@ -172,6 +187,21 @@ class _Worker:
         if self.alive and (self.proc.poll() is not None or _proc.peer_gone(self.sock)):
             self.alive = False
         return self.alive
+
+    def memory_given_back(self) -> bool:
+        """Whether the worker's memory cgroup, less its file cache, is back at the idle worker's
+        (+ ``sandboxes._proc.HELD_SLACK_MB``); waits up to ``reclaim_wait_s`` for pages being freed (a file the
+        kernel's collector closed is released a tick later). True without a memory cgroup."""
+        cg = self.cgroup
+        if cg is None or cg.memory_path is None:
+            return True
+        most = self.base_held + (_proc.HELD_SLACK_MB << 20)
+        deadline = time.monotonic() + self.reclaim_wait_s
+        while cg.memory_usage() > most and cg.held_memory() > most:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.002)
+        return True
 
     def destroy(self) -> None:
         self.alive = False
@@ -235,7 +265,8 @@ class _Worker:
                 cg = self.cgroup
                 tick = lambda: cg.cap_events() > cap_before  # noqa: E731
             got = _proc.collect(out_r, err_r, cap=limits.max_output_bytes,
-                                deadline=start + limits.timeout_s + GRACE_S, event_fd=self.sock.fileno(),
+                                deadline=start + limits.timeout_s + GRACE_S + self.reclaim_wait_s,
+                                event_fd=self.sock.fileno(),
                                 on_event=on_event, on_kill=on_kill, tick=tick)
         finally:
             os.close(out_r)
@@ -250,8 +281,10 @@ class _Worker:
         stderr = _proc.decode(got.stderr)
         if reply:
             wait_status, zygote_timeout, clean = reply[0]
-            if not clean:
-                self.alive = False  # the wipe could not prove the scratch empty: replace the worker
+            if not (clean and self.memory_given_back()):
+                # the wipe could not prove the scratch empty, or the run kept space or memory: replace the worker
+                self.alive = False
+                self.recycled = True
             code = os.waitstatus_to_exitcode(wait_status)
             exit_code, sig = (code, None) if code >= 0 else (None, -code)
         else:
@@ -273,16 +306,21 @@ class WarmBwrapSandbox(BwrapSandbox):
 
     def __init__(self, limits: Limits | None = None, *, pool_size: int | None = None,
                  preload: Sequence[str] = ("numpy", "sympy"), start_timeout_s: float = 60.0,
-                 warm: bool = True, **kwargs: Any) -> None:
+                 reclaim_wait_s: float = _proc.RECLAIM_WAIT_S, warm: bool = True, **kwargs: Any) -> None:
         super().__init__(limits, **kwargs)
         if pool_size is not None and (not isinstance(pool_size, int) or pool_size < 1):
             raise SandboxError(f"pool_size={pool_size!r} is impossible: use a positive int (or None for the CPU count)")
         for m in preload:
             if not m.replace(".", "").replace("_", "").isalnum():
                 raise SandboxError(f"preload entry {m!r} is not a module name")
+        if isinstance(reclaim_wait_s, bool) or not isinstance(reclaim_wait_s, (int, float)) or \
+                not 0 <= reclaim_wait_s <= 60:
+            raise SandboxError(f"reclaim_wait_s={reclaim_wait_s!r} is impossible: use seconds from 0 to 60")
         self.pool_size = pool_size or (os.cpu_count() or 1)
         self.preload = tuple(preload)
         self.start_timeout_s = start_timeout_s
+        #: how long a worker waits for the kernel to collect what a run parked before it is replaced instead
+        self.reclaim_wait_s = float(reclaim_wait_s)
         self._reset()
         WarmBwrapSandbox._live.add(self)
 
@@ -369,6 +407,8 @@ class WarmBwrapSandbox(BwrapSandbox):
             self.count_fault("dead_workers_replaced")  # _release destroys it; Sandbox.run retries on a fresh one
             raise
         finally:
+            if w.recycled:
+                self.count_fault("workers_recycled")
             self._release(w)
 
     def close(self) -> None:
@@ -391,12 +431,14 @@ class WarmBwrapSandbox(BwrapSandbox):
 
     def __reduce__(self):  # the whole configuration; the host ids as asked (resolved again where unpickled)
         return (_rebuild_warm, (self.limits, self.bwrap, self.python, self.pool_size, self.preload, self.importable,
-                                *self._requested_ids, self.start_timeout_s))
+                                *self._requested_ids, self.start_timeout_s, self.reclaim_wait_s))
 
 
 def _rebuild_warm(limits: Limits, bwrap: str, python: str, pool_size: int, preload: tuple[str, ...],
                   importable: tuple[str, ...] | None = None, host_uid: int | None = None,
-                  host_gid: int | None = None, start_timeout_s: float = 60.0):
+                  host_gid: int | None = None, start_timeout_s: float = 60.0,
+                  reclaim_wait_s: float = _proc.RECLAIM_WAIT_S):
     extra: dict[str, Any] = {} if importable is None else {"importable": importable}
     return WarmBwrapSandbox(limits, bwrap_path=bwrap, python=python, pool_size=pool_size, preload=preload,
-                            host_uid=host_uid, host_gid=host_gid, start_timeout_s=start_timeout_s, **extra)
+                            host_uid=host_uid, host_gid=host_gid, start_timeout_s=start_timeout_s,
+                            reclaim_wait_s=reclaim_wait_s, **extra)

@@ -7,7 +7,11 @@ from the attached stdin, forks and execs a fresh ``python3 main.py`` with its ow
 stdout/stderr pipes, enforces the wall timeout and the output cap itself, then kills every
 process left (``kill(-1)`` until ``/proc`` shows only itself), empties every writable place
 (``/scratch``, ``/tmp``, ``/dev/shm``, ``/dev/mqueue``: without recursion, see ``wipe.py``)
-and System V IPC, and reports; a container it cannot prove clean is replaced. Its
+and System V IPC, checks that the run gave back what it took (no unix socket left in the
+container's network namespace: nothing parked in flight; the scratch file systems' free
+blocks and inodes and the container's memory charge, file cache not counted, as at start:
+``given_back`` in ``wipe.py``, waiting up to ``reclaim_wait_s`` for the kernel's collector)
+and reports; a container it cannot prove clean is replaced. Its
 frames on stdout: kind (1 stdout, 2 stderr, 3 result JSON) + 4-byte length + data.
 It is non-dumpable (no ptrace, no ``/proc/1/mem``) and PID 1, which ignores signals from
 inside its namespace that it has no handler for.
@@ -75,6 +79,38 @@ def wipe():
         except (OSError, ValueError, IndexError) as exc:
             left.append("sysvipc %s: %r" % (kind, exc))
     return left
+MEMORY_FILES = (("/sys/fs/cgroup/memory/memory.usage_in_bytes", "/sys/fs/cgroup/memory/memory.stat"),  # v1
+                ("/sys/fs/cgroup/memory.current", "/sys/fs/cgroup/memory.stat"))  # v2 (own cgroup namespace)
+def held_memory():
+    """The container's memory charge less its file cache (None when unreadable)."""
+    for usage_path, stat_path in MEMORY_FILES:
+        try:
+            with open(usage_path) as f:
+                held = int(f.read())
+            with open(stat_path) as f:
+                for line in f:
+                    name, _, value = line.partition(" ")
+                    if name in ("active_file", "inactive_file"):
+                        held -= int(value)
+            return held
+        except (OSError, ValueError):
+            continue
+    return None
+def memory_back(base, slack):
+    if base is None or held_memory() <= base + slack:
+        return True
+    libc.malloc_trim(0)  # a large payload (stdin, files) may have left the server's heap grown
+    return held_memory() <= base + slack
+def finish(h):
+    """Wipe, then check that the run gave everything back: what is left ([] when clean)."""
+    try:
+        left = wipe()
+    except OSError as exc:
+        left = [repr(exc)]
+    if not left and not given_back(FREE, h["reclaim_wait_s"],  # noqa: F821 - wipe.py
+                                   lambda: memory_back(HELD, h["held_slack"])):
+        left.append("the run kept scratch space, memory or descriptors in flight")
+    return left
 def oom_kills():
     for path in ("/sys/fs/cgroup/memory/memory.oom_control", "/sys/fs/cgroup/memory.events"):
         try:
@@ -89,6 +125,8 @@ def oom_kills():
 if __name__ == "__main__":
     ROOTS.update({d: root_state(d) for d in WRITABLE if os.path.isdir(d)})  # type: ignore[name-defined]  # noqa: F821
     STATE.update(process_state(libc))  # type: ignore[name-defined]  # noqa: F821 - wipe.py
+    FREE = space(ROOTS)  # type: ignore[name-defined]  # noqa: F821 - wipe.py: what every run must give back
+    HELD = held_memory()
     rd = reader(0)  # type: ignore[name-defined]  # noqa: F821 - defined by docker_io.py, prepended at load time
     send(3, b'{"ready": true}')
     while True:
@@ -98,7 +136,7 @@ if __name__ == "__main__":
             sin = write_inputs(code, files, data)  # type: ignore[name-defined]  # noqa: F821
         except OSError as exc:  # e.g. files + stdin larger than the scratch tmpfs
             send(2, ("sandbox: could not write the program's files or stdin: %r\n" % (exc,)).encode())
-            left = wipe()
+            left = finish(h)
             send(3, json.dumps({"wall": 0.0, "timed_out": False, "flooded": False, "oom": False, "exit": 1,
                                 "signal": None, "clean": not left, "left": left[:5]}).encode())
             continue
@@ -173,10 +211,7 @@ if __name__ == "__main__":
         for fd in (o_r, e_r):
             os.close(fd)
         oom1 = oom_kills()
-        try:
-            left = wipe()
-        except OSError as exc:
-            left = [repr(exc)]
+        left = finish(h)
         res = {"wall": wall, "timed_out": timed_out, "flooded": flooded, "oom": oom1 > oom0, "exit": None,
                "signal": None, "clean": clean and not left and not others(), "left": left[:5]}
         if status is not None:

@@ -193,3 +193,51 @@ def restore_root(d, want):
     if root_state(d)[1] != times:
         os.utime(d, ns=times)
     return root_state(d) == want
+
+
+# -- what a run can leave with the kernel: objects parked in flight, the scratch file systems' space --
+RECLAIM_KICK_S = 0.02  # closing a unix socket schedules the collector; again this often while waiting
+
+
+def unix_sockets():
+    """How many unix sockets this network namespace holds. The worker has its own namespace
+    and the server none of its own in it (its control connection was made outside), so once
+    every process of a run is gone any socket still listed is *in flight*: queued, with the
+    descriptors sent along with it (files, memfds, pipes, timers, ...), in a receive queue no
+    process can read, a cycle only the kernel's unix garbage collector frees."""
+    with open("/proc/net/unix", "rb") as f:
+        return f.read().count(b"\n") - 1
+
+
+def space(roots):
+    """{root: (free blocks, free inodes)} of the scratch file systems."""
+    out = {}
+    for d in roots:
+        st = os.statvfs(d)
+        out[d] = (st.f_bfree, st.f_ffree)
+    return out
+
+
+def given_back(want, wait_s, more=None):
+    """True when no unix socket is left in this namespace, every scratch file system has the
+    free blocks and inodes of ``want`` (:func:`space` at start, after the first wipe) and
+    ``more()`` (if given) agrees. Otherwise: schedule the kernel's unix garbage collector (it runs
+    when a unix socket is released, anyone's, so only now and then) and check again until
+    ``wait_s`` has passed; False then, and the caller gives up its worker."""
+    import socket
+    import time
+    kicked = deadline = None
+    while True:
+        if unix_sockets() == 0 and space(want) == want and (more is None or more()):
+            return True
+        now = time.monotonic()
+        if deadline is None:
+            deadline = now + wait_s
+        if kicked is None or now - kicked >= RECLAIM_KICK_S:
+            a, b = socket.socketpair()
+            a.close()
+            b.close()
+            kicked = now
+        if now >= deadline:
+            return False
+        time.sleep(0.001)

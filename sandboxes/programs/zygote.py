@@ -1,7 +1,8 @@
 """The warm bwrap fork server ("zygote"); see :mod:`sandboxes.warm`. Runs after ``boot.py`` and ``wipe.py``.
 
 argv: control socket fd, comma-separated modules to preload, colon-separated extra
-sys.path, colon-separated read-only bind mounts inside the scratch dir (kept by the wipe).
+sys.path, colon-separated read-only bind mounts inside the scratch dir (kept by the wipe),
+seconds to wait for the kernel to collect what a run parked (``given_back`` in ``wipe.py``).
 
 It is PID 1 of its sandbox (``bwrap --as-pid-1``): non-dumpable, so no run can ptrace it or
 open its ``/proc/1/mem``/``environ``/``fd``, and signals from inside its namespace that it
@@ -10,7 +11,15 @@ has no handler for never reach it. Between runs it kills every other process, th
 itself back the permissions a run took away) and answers ``clean=False`` unless they are
 verifiably empty and its own state (rlimits, nice, scheduler, affinity, ioprio, oom score,
 autogroup) and the scratch roots' mode, times and xattrs are as it recorded them at start
-(``wipe.py``): the host then replaces the worker.
+(``wipe.py``), and the run has given back what it took: no unix socket is left in the
+worker's network namespace (descriptors parked in flight) and every scratch file system has
+its free blocks and inodes of the start back (``given_back``). Otherwise the host replaces
+the worker.
+
+Memory: a forked child starts with everything the zygote maps (the interpreter, the
+preloaded numpy and sympy: ~140 MB of address space), which a cold run never has. Its
+``RLIMIT_AS`` is raised by what the zygote maps beyond a bare interpreter (measured at
+start, before the preloads), so a program gets the address space a cold run gets.
 """
 
 import os
@@ -20,15 +29,23 @@ WRITABLE = ("/tmp", "/dev/shm", "/dev/mqueue")
 HARNESS_MODULES = ("json", "contextlib", "io")  # what sandboxes.testing's harness imports
 
 
-def _zygote(ctl_fd, preload, paths, keep):
+def _vm_bytes():
+    """This process's address space (VmSize), in bytes."""
+    with open("/proc/self/statm", "rb") as f:
+        return int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def _zygote(ctl_fd, preload, paths, keep, reclaim_wait_s):
     import ctypes
     import marshal
+    import resource
     import select
     import signal
     import socket
     import sys
     sys.path.extend(paths)  # site-packages: the interpreter runs with -S
     libc = ctypes.CDLL(None, use_errno=True)
+    bare_vm = _vm_bytes()  # about what a cold run's interpreter maps when its rlimits are set
     libc.prctl(4, 0, 0, 0, 0)   # PR_SET_DUMPABLE = 0: no ptrace / no /proc/<pid>/mem from children
     libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER (PID 1 already is; kept for a non-PID-1 start)
     signal.signal(signal.SIGINT, signal.SIG_DFL)  # as PID 1: no handler, so a run cannot interrupt us
@@ -47,7 +64,6 @@ def _zygote(ctl_fd, preload, paths, keep):
     import builtins  # noqa: F401
     import linecache  # noqa: F401
     import random
-    import resource  # noqa: F401
     import traceback  # noqa: F401
     import types  # noqa: F401
     np = sys.modules.get("numpy")
@@ -122,6 +138,7 @@ def _zygote(ctl_fd, preload, paths, keep):
 
     if not wipe():
         os._exit(3)
+    free = space(roots)  # noqa: F821 - wipe.py: what every run must give back
     sock.send(b"R")
     while True:
         try:
@@ -152,6 +169,9 @@ def _zygote(ctl_fd, preload, paths, keep):
                     os.dup2(fd, i)
                 with open(fds[3], "rb") as f:
                     p = marshal.loads(f.read())
+                credit = max(0, _vm_bytes() - bare_vm)  # mapped already: not the program's to pay
+                p["rl"] = [(r, s + credit, h + credit) if r == resource.RLIMIT_AS and s != resource.RLIM_INFINITY
+                           else (r, s, h) for r, s, h in p["rl"]]
                 signal.set_wakeup_fd(-1)
                 signal.signal(signal.SIGCHLD, signal.SIG_DFL)
                 os.closerange(3, 1 << 20)
@@ -209,7 +229,8 @@ def _zygote(ctl_fd, preload, paths, keep):
         sweep()  # no process of the run is left when the host gets the answer
         if host_gone:
             os._exit(0)
-        clean = wipe()  # before answering: the host recycles this worker unless it is clean
+        clean = wipe() and given_back(free, wait_s=reclaim_wait_s)  # noqa: F821 - wipe.py
+        # before answering: the host recycles this worker unless it is clean
         sock.send(marshal.dumps((status, timed_out, clean)))
         if not clean:
             os._exit(0)
@@ -219,4 +240,4 @@ if __name__ == "__main__":
     import time
 
     _zygote(int(sys.argv[1]), [m for m in sys.argv[2].split(",") if m], [p for p in sys.argv[3].split(":") if p],
-            [p for p in sys.argv[4].split(":") if p])
+            [p for p in sys.argv[4].split(":") if p], float(sys.argv[5]))

@@ -54,7 +54,8 @@ def test_worker_killed_during_a_run_is_retried_not_reported_killed(pool, worker_
         r = pool.run(SLOW_OK)
     assert len(killed) == 1
     assert (r.status, r.stdout, r.exit_code) == ("ok", "45\n", 0), r
-    assert pool.fault_counts() == {"dead_workers_replaced": 1, "runs_retried": 1, "infrastructure_errors": 0}
+    assert pool.fault_counts() == {"dead_workers_replaced": 1, "runs_retried": 1, "infrastructure_errors": 0,
+                                 "workers_recycled": 0}
     assert_no_leftovers(pool)
 
 
@@ -66,7 +67,8 @@ def test_a_worker_lost_on_every_try_raises_infrastructure_error(pool, worker_fau
             pool.run(SLOW_OK)
     assert len(killed) == 2 and err.value.attempts == 2
     assert isinstance(err.value, SandboxError)
-    assert pool.fault_counts() == {"dead_workers_replaced": 2, "runs_retried": 1, "infrastructure_errors": 1}
+    assert pool.fault_counts() == {"dead_workers_replaced": 2, "runs_retried": 1, "infrastructure_errors": 1,
+                                 "workers_recycled": 0}
     r = pool.run("print(7)")  # the pool itself is fine afterwards
     assert (r.status, r.stdout) == ("ok", "7\n")
     assert_no_leftovers(pool)
@@ -133,4 +135,5 @@ def test_docker_warm_container_killed_idle_or_during_a_run(docker_pool):
         t.join()
     assert len(killed) == 1
     assert (r.status, r.stdout) == ("ok", "45\n"), r
-    assert sb.fault_counts() == {"dead_workers_replaced": 2, "runs_retried": 1, "infrastructure_errors": 0}
+    assert sb.fault_counts() == {"dead_workers_replaced": 2, "runs_retried": 1, "infrastructure_errors": 0,
+                                 "workers_recycled": 0}

@@ -24,8 +24,10 @@ Each turn, in the sandbox (``sandbox.run_tests``, ``test_timeout_s`` per run; a 
 problem runs all its cases in one run): at the coder's step its program against the
 golden tests and against the tester's latest tests (or the public tests when there are
 none yet); at the tester's step the reference solution against the new tests and the
-coder's program against them. Results of identical runs are cached (timeouts and kills
-are not).
+coder's program against them. Results of identical runs are cached, but only when every run
+ended ``ok``: a failure (``error``, ``memory``, ``timeout``, ``killed``, ``output_limit``) may
+be the sandbox's doing rather than the program's (a loaded machine, a full scratch dir), so it
+is run again the next time rather than replayed for the env's life.
 A fault of the sandbox itself (its worker died under the program, also on the fresh workers
 it was retried on) is never scored: ``step`` raises :class:`sandboxes.SandboxInfrastructureError`
 and the step is not taken.
@@ -335,7 +337,9 @@ class CodeEnv(LLMTeamEnv):
                                            case.status))
         summary = RunSummary(report.passed, report.total, tuple(c.status for c in report.cases), tuple(mismatches),
                              tuple(actuals))
-        if not any(s in ("timeout", "killed") for s in summary.statuses):
+        # Only results the program alone decided: any failure may have been the sandbox's (a loaded machine,
+        # a worker short of space or memory), and a cached one would be replayed for the env's life.
+        if all(s == "ok" for s in summary.statuses):
             with self._run_lock:
                 self._run_cache[key] = summary
                 if len(self._run_cache) > self.run_cache_size:

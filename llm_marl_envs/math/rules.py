@@ -223,7 +223,7 @@ def normalize_with_unit(text: str) -> tuple[str, str]:
     m = _CHOICE_RE.match(s)
     if m:
         s = m.group(1)
-    return s, unit
+    return s, unit.strip()
 
 
 # ------------------------------------------------------------------------------------------

@@ -250,6 +250,20 @@ def test_issue_32_cases(prediction, reference, expected):
     assert is_equivalent(reference, prediction) is expected
 
 
+def test_units_are_kept_aside_in_one_spelling():
+    from llm_marl_envs.math.rules import normalize_with_unit, unit_key
+
+    assert normalize_with_unit("$5\\text{ cm}^2$") == ("5", "cm^2")
+    assert normalize_with_unit("5\\text{ thousand}") == ("5000", "")
+    assert normalize_with_unit("1.5 billion") == ("1500000000", "")
+    assert normalize_with_unit("12cm") == ("12", "cm")
+    assert normalize_with_unit("x = 3") == ("x = 3", "")
+    assert {unit_key(u) for u in ("cm", " centimeters", "\\text{ cm}", "centimetre")} == {"cm"}
+    assert {unit_key(u) for u in ("m^2", "m^{2}", "square meters", "sq. m", "meters squared")} == {"m^2"}
+    assert {unit_key(u) for u in ("mph", "miles per hour", "mi/h")} == {"mi/h"}
+    assert unit_key("square units") == unit_key("units^2") == unit_key("") == ""
+
+
 def test_generated_answers_against_a_number_stay_on_the_fast_path():
     from llm_marl_envs.math import checker_stats
     from llm_marl_envs.math.generator import generate_problems

@@ -109,6 +109,17 @@ class ATGRPO(Algorithm):
     def get_default_config(cls) -> ATGRPOConfig:
         return ATGRPOConfig()
 
+    def _setup_logdir(self) -> None:
+        """Outside Tune, RLlib's Trainable makes a folder in ``~/ray_results`` per build that nothing writes in
+        (79 piled up in one session): here it is a temporary folder, removed by :meth:`cleanup` if still empty.
+        Under Tune (a storage context) the trial's directory, as RLlib does."""
+        if getattr(self, "_storage", None):
+            super()._setup_logdir()
+            return
+        import tempfile
+
+        self._logdir = tempfile.mkdtemp(prefix="llm-marl-algo-")
+
     # -- resources ---------------------------------------------------------------------------
     @classmethod
     def default_resource_request(cls, config: AlgorithmConfig | dict) -> Any:
@@ -467,6 +478,13 @@ class ATGRPO(Algorithm):
             self.rollout_workers.stop()
         if getattr(self, "learner_group", None) is not None:
             self.learner_group.shutdown()
+        if not getattr(self, "_storage", None) and getattr(self, "_logdir", None):
+            import os
+
+            try:
+                os.rmdir(self._logdir)  # only if empty: whatever a user wrote there stays
+            except OSError:
+                pass
 
     @property
     def policy_mapping(self) -> dict[str, str]:

@@ -75,6 +75,7 @@ class ConfigBuilders:
         self,
         *,
         sampling_mode: Literal['tree', 'parallel'] = NOT_PROVIDED,
+        tree_select: Literal['best', 'sample'] = NOT_PROVIDED,
         k: int = NOT_PROVIDED,
         temperature: float = NOT_PROVIDED,
         top_p: float = NOT_PROVIDED,
@@ -90,6 +91,10 @@ class ConfigBuilders:
             sampling_mode: `tree`: AT-GRPO tree sampling (K candidates per (env, turn, agent) from one snapshot,
                 best continued); `parallel`: K independent episodes per env (YAML ``sampling.mode``; default
                 ``'tree'``).
+            tree_select: tree mode: the candidate continued from each node: `best` the highest immediate reward
+                (AT-GRPO); `sample` one drawn among the valid candidates, so actions that pay later (a router's
+                delegation) are played too and the roles behind them get samples (docs/environments.md
+                "Orchestrated teams") (YAML ``sampling.tree_select``; default ``'best'``).
             k: candidates per node (tree) / episodes per env (parallel) (YAML ``sampling.k``; default ``4``).
             temperature: sampling temperature (0 = greedy; per policy: `policies.<id>.temperature`) (YAML
                 ``sampling.temperature``; default ``1.0``).
@@ -106,6 +111,7 @@ class ConfigBuilders:
         """
         return self._apply_builder('sampling', {
             'sampling_mode': sampling_mode,
+            'tree_select': tree_select,
             'k': k,
             'temperature': temperature,
             'top_p': top_p,

@@ -4,20 +4,47 @@ the learning signal (a run whose groups all score alike learns nothing: it says 
 from __future__ import annotations
 
 import logging
+import warnings
 from collections import defaultdict
-from typing import Any, Mapping
+from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 
 from .core.metrics import rollout_metrics
 
 __all__ = ["iteration_results", "LearningSignalWatch", "no_signal_message", "NO_SIGNAL_WARN_ITERATIONS",
-           "wall_timings", "count_params", "plain"]
+           "ROLE_STARVED_WARN_ITERATIONS", "RoleWithoutSamplesWarning", "role_starved_message", "wall_timings",
+           "count_params", "plain"]
 
 logger = logging.getLogger(__name__)
 
 #: iterations in a row without any reward variance after which the run warns (see ``no_signal_message``)
 NO_SIGNAL_WARN_ITERATIONS = 3
+#: iterations in a row in which a role got no sample after which the run warns (see ``role_starved_message``)
+ROLE_STARVED_WARN_ITERATIONS = 3
+
+
+class RoleWithoutSamplesWarning(UserWarning):
+    """A role of the team got no training sample for :data:`ROLE_STARVED_WARN_ITERATIONS` iterations in a row."""
+
+
+def role_starved_message(cfg: Any, streaks: Mapping[str, int], counts: Mapping[str, int]) -> str:
+    """The warning of a run in which the roles ``streaks`` (role -> iterations in a row) got no samples."""
+    roles = ", ".join(f"{a} ({n} iterations)" for a, n in sorted(streaks.items()))
+    mode = str(getattr(cfg, "sampling_mode", "tree"))
+    select = str(getattr(cfg, "tree_select", "best"))
+    lines = [f"ATGRPO WARNING: no samples of role(s) {roles} in a row, so their policies learn nothing. Samples "
+             "per role this iteration: " + ", ".join(f"{a} {n}" for a, n in sorted(counts.items())) + "."]
+    if mode == "tree" and select == "best":
+        lines.append("Tree sampling continues only the candidate with the best immediate reward "
+                     "(sampling.tree_select: best): a role reached only through an action that pays later (a "
+                     "router's delegation to it: no reward now) is never played. Use sampling.tree_select: sample "
+                     "(continue a random valid candidate) or sampling.mode: parallel (K whole episodes, each action "
+                     "as the policy samples it); docs/environments.md \"Orchestrated teams\" says which when.")
+    else:
+        lines.append("No episode reached these roles: check the task's role order (next_role) and max_turns, or "
+                     "that the roles before them write valid actions.")
+    return "\n".join(lines)
 
 
 def no_signal_message(cfg: Any, result: Mapping[str, Any], streak: int) -> str:
@@ -77,12 +104,39 @@ class LearningSignalWatch:
     """Counts the iterations in a row in which every group's candidates got one reward
     (``groups/zero_variance_frac`` == 1: every advantage is 0, nothing is learned), reported as
     ``groups/zero_variance_streak``; warns loudly, saying what to change, after
-    :data:`NO_SIGNAL_WARN_ITERATIONS` of them (and every 10 more)."""
+    :data:`NO_SIGNAL_WARN_ITERATIONS` of them (and every 10 more).
 
-    def __init__(self) -> None:
+    Also counts each role's samples: every result gets ``samples_per_role`` (every role of the env, 0 for a role
+    that did not act) and ``roles_without_samples_streak`` (iterations in a row without samples, per role); a
+    role without samples for :data:`ROLE_STARVED_WARN_ITERATIONS` iterations in a row (and every 10 more) is a
+    :class:`RoleWithoutSamplesWarning` and a log warning. ``agents``: the env's roles (default: asked of
+    ``cfg.check_env()`` once)."""
+
+    def __init__(self, agents: Optional[Sequence[str]] = None) -> None:
         self.streak = 0
+        self.agents: Optional[list[str]] = None if agents is None else list(agents)
+        self.role_streaks: dict[str, int] = {}
 
     def update(self, cfg: Any, out: dict[str, Any]) -> None:
+        self._update_roles(cfg, out)
+        self._update_signal(cfg, out)
+
+    def _update_roles(self, cfg: Any, out: dict[str, Any]) -> None:
+        if self.agents is None:
+            self.agents = list(cfg.check_env().agents)
+        seen = {a: int(m.get("num_samples", 0)) for a, m in (out.get("agents") or {}).items()}
+        counts = {a: seen.get(a, 0) for a in dict.fromkeys([*self.agents, *seen])}
+        self.role_streaks = {a: (self.role_streaks.get(a, 0) + 1 if n == 0 else 0) for a, n in counts.items()}
+        out["samples_per_role"] = counts
+        out["roles_without_samples_streak"] = dict(self.role_streaks)
+        due = {a: n for a, n in self.role_streaks.items()
+               if n >= ROLE_STARVED_WARN_ITERATIONS and (n - ROLE_STARVED_WARN_ITERATIONS) % 10 == 0}
+        if due:
+            msg = role_starved_message(cfg, due, counts)
+            logger.warning(msg)
+            warnings.warn(msg, RoleWithoutSamplesWarning, stacklevel=3)
+
+    def _update_signal(self, cfg: Any, out: dict[str, Any]) -> None:
         groups = out.setdefault("groups", {})
         no_signal = groups.get("zero_variance_frac", 1.0) >= 1.0
         self.streak = self.streak + 1 if no_signal else 0

@@ -26,8 +26,6 @@ from .envs import make_env
 from .quiet import install_in_worker
 from .settings import SANDBOX_KINDS, default_of
 
-install_in_worker()
-
 
 def _writable(v: Any) -> Any:
     """An array torch may wrap: Ray hands numpy arrays over read-only (torch warns on those)."""
@@ -64,6 +62,7 @@ class WorkerSpec:
     torch_threads: int = default_of("rollout.torch_threads")
     seed: int = default_of("training.seed")
     step_workers: Optional[int] = default_of("rollout.step_workers")  # RolloutSampler(step_workers=); None: its default
+    tree_select: str = default_of("sampling.tree_select")             # RolloutSampler(tree_select=)
     backend_options: dict = dataclasses.field(default_factory=dict)  # policies.make_backend(options=)
     progress: bool = False               # a progress bar (Ray's tqdm_ray) per sample() call
 
@@ -92,7 +91,8 @@ class WorkerSpec:
                    backend=cfg.generation_backend,
                    device=cfg.model_device or ("cuda" if float(cfg.num_gpus_per_rollout_worker) > 0 else "cpu"),
                    torch_threads=int(cfg.torch_threads), seed=int(cfg.seed or 0), step_workers=cfg.step_workers,
-                   progress=bool(cfg.progress_bars), backend_options=backend_options(cfg))
+                   tree_select=str(cfg.tree_select), progress=bool(cfg.progress_bars),
+                   backend_options=backend_options(cfg))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -213,6 +213,7 @@ class RolloutWorker:
     def __init__(self, spec: WorkerSpec, worker_index: int = 0, backend: Optional[GenerationBackend] = None):
         """``backend``: generate with this one instead of the backend ``spec`` describes (a benchmark's in-memory
         model); it is wrapped like the built one (per-policy temperatures, generation timing)."""
+        install_in_worker()  # the driver's quiet filters, in a Ray worker it started (not on import)
         import torch
 
         torch.set_num_threads(max(1, int(spec.torch_threads)))
@@ -336,7 +337,8 @@ class RolloutWorker:
                                 stop=self.spec.stop, seed=int(sampling_seed))
         mapping = dict(self.spec.policy_mapping)
         return RolloutSampler(self.backend, lambda agent: mapping[agent], params, k=k, chat=self.spec.chat,
-                              system_prompt=self.spec.system_prompt, step_workers=self.spec.step_workers)
+                              system_prompt=self.spec.system_prompt, step_workers=self.spec.step_workers,
+                              tree_select=self.spec.tree_select)
 
     def _sample(self, seeds: Sequence[int], *, sampling_seed: int, env_offset: int, split: str, mode: str, k: int,
                 temperature: Optional[float]) -> dict[str, Any]:

@@ -20,10 +20,16 @@ For every env instance ``e`` still playing, at its current (turn, agent):
    own stable id *and* the env instance, so different problems (or two instances of one
    problem, which are different trees) never share a group. (The reference implementation
    used ``env_idx // K``, merging problems.)
-5. The best candidate — highest reward, ties to the lowest index — is continued: the env is
-   restored to *its* post-step snapshot (exactly the state ``env.step(best_text)`` from
-   ``snap`` gives, without running the action a second time). The next agent's K candidates
-   therefore start from, and see the prompt of, the new state.
+5. One candidate is continued (``tree_select``): ``"best"`` (default, AT-GRPO's rule) the highest
+   reward, ties to the lowest index; ``"sample"`` one drawn uniformly among the valid candidates
+   (among all where none is valid). The env is restored to *its* post-step snapshot (exactly the
+   state ``env.step(text)`` from ``snap`` gives, without running the action a second time). The
+   next agent's K candidates therefore start from, and see the prompt of, the new state.
+   ``"best"`` ranks by the immediate reward only, so an action that pays later (a router's
+   delegation: no reward now, the answer of the role it calls pays) is never continued when
+   another candidate scores above 0, and the roles behind it get no samples; ``"sample"``
+   continues such actions as often as the policy proposes them (the groups stay the K candidates
+   of one state, scored by their immediate reward).
 6. The episode of an env ends when the env says so: the agent to act is terminated or
    truncated (``terminations``/``truncations``), or no agent is left.
 
@@ -65,7 +71,8 @@ import numpy as np
 
 from .backends.base import GenerationBackend, GenerationRequest, SamplingParams
 
-__all__ = ["GroupKey", "Sample", "EpisodeSummary", "FinishedEnv", "RolloutSampler", "group_ids", "episode_over"]
+__all__ = ["GroupKey", "Sample", "EpisodeSummary", "FinishedEnv", "RolloutSampler", "TREE_SELECT", "group_ids",
+           "episode_over"]
 
 
 class GroupKey(NamedTuple):
@@ -137,6 +144,8 @@ DEFAULT_STEP_WORKERS = 8
 #: takes at least this long (a sandbox run: ~5-200 ms); a pure-Python step (~0.05 ms) stays
 #: sequential, where copies and thread hand-offs would cost ~0.2 ms per candidate.
 AUTO_STEP_THRESHOLD_S = 0.002
+#: tree mode's rules for the continued candidate (``RolloutSampler(tree_select=...)``)
+TREE_SELECT = ("best", "sample")
 
 
 class _Done:
@@ -166,13 +175,19 @@ class RolloutSampler:
             env itself; ``None`` (default) = :data:`DEFAULT_STEP_WORKERS` threads when the first
             candidate step of a call takes >= :data:`AUTO_STEP_THRESHOLD_S` (it ran a sandbox),
             else sequential. Same samples either way.
+        tree_select: tree mode: which candidate is continued: ``"best"`` (highest immediate reward) or
+            ``"sample"`` (uniformly among the valid ones; seeded by ``params.seed``); see the module docstring.
     """
 
     def __init__(self, backend: GenerationBackend, policy_mapping: PolicyMap, params: SamplingParams,
                  k: int = 4, *, chat: bool = True, system_prompt: Optional[str] = None, max_steps: int = 1000,
-                 step_workers: Optional[int] = None):
+                 step_workers: Optional[int] = None, tree_select: str = "best"):
         if k < 1:
             raise ValueError(f"k must be >= 1, got {k}")
+        if tree_select not in TREE_SELECT:
+            raise ValueError(f"tree_select must be one of {list(TREE_SELECT)}, got {tree_select!r}")
+        self.tree_select = tree_select
+        self._select_rng = np.random.default_rng(params.seed)
         self._auto_workers = step_workers is None
         if step_workers is None:
             step_workers = DEFAULT_STEP_WORKERS
@@ -335,7 +350,7 @@ class RolloutSampler:
                 rewards.append(reward)
                 post.append(after)
                 rows.append((comp, reward, GroupKey(task_id, ids[i], turn, agent), valid, parts))
-            best = int(np.argmax(rewards))  # first maximum: ties go to the lowest index
+            best = self._continued(rewards, [row[3] for row in rows])
             for c, (comp, reward, key, valid, parts) in enumerate(rows):
                 add(i, self._sample(prompt, comp, reward, key, pid, agent, valid, c, c == best, parts))
             env.restore(post[best])
@@ -344,6 +359,13 @@ class RolloutSampler:
             if not episode_over(env) and run.steps[i] < self.max_steps:
                 still.append(i)
         return still
+
+    def _continued(self, rewards: list[float], valid: list[bool]) -> int:
+        """The index of the candidate to continue (``tree_select``)."""
+        if self.tree_select == "sample":
+            pool = [c for c, ok in enumerate(valid) if ok] or list(range(len(rewards)))
+            return pool[int(self._select_rng.integers(len(pool)))]
+        return int(np.argmax(rewards))  # first maximum: ties go to the lowest index
 
     # ------------------------------------------------------------------ parallel mode
     def collect_parallel(self, envs: Sequence[Any], seeds: Optional[Sequence[int]] = None) -> list[Sample]:

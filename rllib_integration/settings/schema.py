@@ -59,6 +59,7 @@ GROUP_FIELDS = KEY_FIELDS
 SandboxKind = Literal["warm", "cold", "docker", "local"]
 GenerationBackend = Literal["hf", "vllm"]
 SamplingMode = Literal["tree", "parallel"]
+TreeSelect = Literal["best", "sample"]
 Dtype = Literal["float32", "bfloat16", "float16"]
 SANDBOX_KINDS: tuple[str, ...] = get_args(SandboxKind)
 GENERATION_BACKENDS: tuple[str, ...] = get_args(GenerationBackend)
@@ -159,6 +160,10 @@ class SamplingSettings(Section):
         "tree", "`tree`: AT-GRPO tree sampling (K candidates per (env, turn, agent) from one snapshot, best "
         "continued); `parallel`: K independent episodes per env", attr="sampling_mode",
         why="`mode` alone does not say of what")
+    tree_select: TreeSelect = setting(
+        "best", "tree mode: the candidate continued from each node: `best` the highest immediate reward (AT-GRPO); "
+        "`sample` one drawn among the valid candidates, so actions that pay later (a router's delegation) are "
+        "played too and the roles behind them get samples (docs/environments.md \"Orchestrated teams\")")
     k: StrictInt = setting(4, "candidates per node (tree) / episodes per env (parallel)", ge=1)
     temperature: Number = setting(1.0, "sampling temperature (0 = greedy; per policy: `policies.<id>.temperature`)",
                                   ge=0)

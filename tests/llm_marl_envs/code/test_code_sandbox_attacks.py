@@ -9,6 +9,7 @@ copy: reward 0.80 -> 2.00, ``solved=True``. On cold bwrap it stayed at 0.80.
 
 from __future__ import annotations
 
+import os
 import textwrap
 
 import pytest
@@ -70,12 +71,20 @@ else:
 TESTS = f'{F}json\n[{{"args": [3], "expected": 6}}, {{"args": [7], "expected": 14}}]\n{F}'
 
 
+#: set to 1 where bubblewrap cannot run (a container without user namespaces) to skip these tests; without it a
+#: missing bwrap fails them: a security test must not vanish from a run
+ALLOW_NO_BWRAP = "LLM_MARL_ALLOW_NO_BWRAP"
+
+
 @pytest.fixture(scope="module")
 def warm_pool():
     try:
         sb = sandboxes.make("bwrap", warm=True, pool_size=1, preload=())
     except sandboxes.SandboxUnavailable as exc:
-        pytest.skip(f"bwrap unavailable: {exc}")
+        if os.environ.get(ALLOW_NO_BWRAP) == "1":
+            pytest.skip(f"bwrap unavailable ({ALLOW_NO_BWRAP}=1): {exc}")
+        pytest.fail(f"bwrap unavailable, so the sandbox attack tests cannot run: {exc} (set {ALLOW_NO_BWRAP}=1 to "
+                    "skip them on a machine without bubblewrap)")
     yield sb
     sb.close()
 

@@ -13,10 +13,16 @@ one line and calls :func:`register_task` (one line below per task module); see
 docs/adding_a_task.md.
 """
 
+from . import _moved
 from .base import (AnyText, EnvSnapshot, LLMTeamEnv, StepOutcome, TranscriptEntry, extract_code_block,
                    shared_sandbox, split_of, stable_hash)
 from .registry import (NAMESPACE, PettingZooFunctions, full_id, make, make_parallel, pettingzoo_functions,
                        register_task, registered_tasks)
+from sandboxes.version import distribution_version
+
+#: the installed llm-marl distribution's version (``importlib.metadata``)
+__version__ = distribution_version()
+_moved.install()  # the modules that moved answer at their old names for one release
 
 # One line per task module: id, "module:EnvClass" (imported lazily on first make).
 register_task("llm_marl/Sokoban-v0", "llm_marl_envs.grid.sokoban:SokobanEnv")
@@ -28,4 +34,4 @@ register_task("llm_marl/MathVerify-v0", "llm_marl_envs.math.verify:MathVerifyEnv
 
 __all__ = ["AnyText", "EnvSnapshot", "LLMTeamEnv", "NAMESPACE", "PettingZooFunctions", "StepOutcome",
            "TranscriptEntry", "extract_code_block", "full_id", "make", "make_parallel", "pettingzoo_functions",
-           "register_task", "registered_tasks", "shared_sandbox", "split_of", "stable_hash"]
+           "register_task", "registered_tasks", "shared_sandbox", "split_of", "stable_hash", "__version__"]

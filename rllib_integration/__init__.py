@@ -28,9 +28,14 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from sandboxes.version import distribution_version
+
+#: the installed llm-marl distribution's version (``importlib.metadata``)
+__version__ = distribution_version()
+
 _RLLIB_NAMES = ("ATGRPO", "ATGRPOConfig", "register", "register_llm_marl_envs")
 
-__all__ = list(_RLLIB_NAMES)
+__all__ = [*_RLLIB_NAMES, "__version__"]
 
 
 def __getattr__(name: str) -> Any:

@@ -11,6 +11,10 @@ program) is retried on a fresh worker; if it persists, ``run`` raises
 from .base import (STATUSES, ExecutionResult, Limits, LimitError, Program, Sandbox, SandboxError,
                    SandboxInfrastructureError, SandboxUnavailable)
 from .registry import available_backends, make
+from .version import distribution_version
+
+#: the installed llm-marl distribution's version (``importlib.metadata``)
+__version__ = distribution_version()
 
 __all__ = ["STATUSES", "ExecutionResult", "Limits", "LimitError", "Program", "Sandbox", "SandboxError",
-           "SandboxInfrastructureError", "SandboxUnavailable", "available_backends", "make"]
+           "SandboxInfrastructureError", "SandboxUnavailable", "available_backends", "make", "__version__"]

@@ -118,7 +118,7 @@ class ATGRPO(Algorithm):
             return
         import tempfile
 
-        self._logdir = tempfile.mkdtemp(prefix="llm-marl-algo-")
+        self._logdir = tempfile.mkdtemp(prefix="llm-marl-algo-")  # type: ignore[assignment]  # Trainable's is None
 
     # -- resources ---------------------------------------------------------------------------
     @classmethod
@@ -478,11 +478,12 @@ class ATGRPO(Algorithm):
             self.rollout_workers.stop()
         if getattr(self, "learner_group", None) is not None:
             self.learner_group.shutdown()
-        if not getattr(self, "_storage", None) and getattr(self, "_logdir", None):
+        logdir = getattr(self, "_logdir", None)
+        if not getattr(self, "_storage", None) and logdir:
             import os
 
             try:
-                os.rmdir(self._logdir)  # only if empty: whatever a user wrote there stays
+                os.rmdir(logdir)  # only if empty: whatever a user wrote there stays
             except OSError:
                 pass
 

@@ -4,6 +4,7 @@ folder there per build; 79 piled up in one session)."""
 from __future__ import annotations
 
 import os
+import re
 
 import pytest
 
@@ -16,7 +17,12 @@ def test_build_outside_tune_leaves_no_folder_in_ray_results():
 
     from rllib_integration.core.models import build_tiny_model
 
-    before = set(os.listdir(trainable.DEFAULT_STORAGE_PATH)) if os.path.isdir(trainable.DEFAULT_STORAGE_PATH) else set()
+    def trainable_dirs() -> set[str]:  # RLlib's per-build folders (mkdtemp with a date prefix; Tune's are named)
+        root = trainable.DEFAULT_STORAGE_PATH
+        names = os.listdir(root) if os.path.isdir(root) else []
+        return {n for n in names if re.match(r"\d{4}-\d\d-\d\d_\d\d-\d\d-\d\d", n)}
+
+    before = trainable_dirs()
     algo = base_config(str(build_tiny_model())).build_algo()
     logdir = algo.logdir
     try:
@@ -24,6 +30,6 @@ def test_build_outside_tune_leaves_no_folder_in_ray_results():
         algo.train()
     finally:
         algo.stop()
-    after = set(os.listdir(trainable.DEFAULT_STORAGE_PATH)) if os.path.isdir(trainable.DEFAULT_STORAGE_PATH) else set()
+    after = trainable_dirs()
     assert after == before, sorted(after - before)
     assert not os.path.exists(logdir)  # the temporary folder went with the algorithm (nothing was written there)

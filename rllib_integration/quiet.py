@@ -10,8 +10,9 @@ Each entry is (logger or warning category, a piece of the message, why it is noi
 - transformers' "Loading weights" bars (one per model per worker; huge lines when redirected).
 
 :func:`install` runs in the driver (``llm-marl``) and, through the environment variable
-``LLM_MARL_QUIET=1`` that the driver's local Ray inherits, in every worker that imports this
-package's RLlib layer. Progress that is ours stays on stdout.
+``LLM_MARL_QUIET=1`` that the driver's local Ray inherits, in every worker that builds a rollout worker or an
+RLModule (:func:`install_in_worker`, from their constructors). Importing a module installs nothing: the filters
+are process-wide, so only a process that asked for them gets them. Progress that is ours stays on stdout.
 """
 
 from __future__ import annotations
@@ -79,6 +80,7 @@ def install(*, for_workers: bool = False) -> bool:
 
 
 def install_in_worker() -> None:
-    """Called on import of the worker-side modules: quiet when the driver asked for it."""
+    """Called by the constructors of the worker-side objects (``RolloutWorker``, ``LLMRLModule``): quiet when
+    the driver asked for it (``LLM_MARL_QUIET=1``, set by :func:`install` with ``for_workers``)."""
     if os.environ.get("LLM_MARL_QUIET") == "1":
         install()

@@ -45,8 +45,6 @@ from .core.logprobs import DEFAULT_CHUNK_TOKENS, completion_logprobs
 from .core.tensor_codec import encode, host_copy
 from .quiet import install_in_worker
 
-install_in_worker()
-
 __all__ = ["LLMRLModule"]
 
 _BASES: dict[tuple[str, str], Any] = {}
@@ -76,6 +74,10 @@ def _tree_sharing_tensors(base: torch.nn.Module) -> torch.nn.Module:
 
 class LLMRLModule(TorchRLModule):
     """A causal language model policy (see the module docstring)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        install_in_worker()  # the driver's quiet filters, in a Ray worker it started (not on import)
+        super().__init__(*args, **kwargs)
 
     def setup(self) -> None:
         from .core.models import load_model

@@ -37,3 +37,38 @@ def test_verbose_flag_of_every_command():
 
     for cmd in (["train"], ["eval", "x"], ["export", "x", "y"]):
         assert _parser().parse_args([*cmd, "--verbose"]).verbose is True
+
+
+IMPORT_THEN_BUILD = """
+import logging, sys, warnings
+from rllib_integration import quiet
+
+def installed():  # the loggers with quiet's filters, and whether quiet's warnings filter is there
+    return ([n for n, _, _ in quiet.NOISE if logging.getLogger(n).filters],
+            any(f[1] is not None and "RLModule" in f[1].pattern for f in warnings.filters))
+
+before = installed()
+import rllib_integration.rollout_worker, rllib_integration.rl_module  # the modules a Ray worker imports
+print("after import", installed() == before == ([], False))
+import gymnasium as gym
+from rllib_integration.rl_module import LLMRLModule
+space = gym.spaces.Text(8)
+LLMRLModule(observation_space=space, action_space=space, model_config={"policy_id": "p", "model_path": sys.argv[1]})
+print("after build", installed() == ([n for n, _, _ in quiet.NOISE], True))
+"""
+
+
+@pytest.mark.parametrize("asked", [False, True])
+def test_importing_the_worker_modules_installs_no_filter(asked, tmp_path):
+    """Importing rollout_worker or rl_module leaves the process's logging and warnings alone, even where the
+    driver asked its workers to be quiet (LLM_MARL_QUIET=1, what ``llm-marl`` sets); building an RLModule there
+    (what a Ray worker does) installs the filters, and only there."""
+    from rllib_integration.core.models import build_tiny_model
+
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO), "HOME": str(tmp_path),
+           "LLM_MARL_CACHE": str(build_tiny_model().parents[1]), "LLM_MARL_QUIET": "1" if asked else ""}
+    done = subprocess.run([sys.executable, "-c", IMPORT_THEN_BUILD, str(build_tiny_model())], capture_output=True,
+                          text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "after import True" in done.stdout, done.stdout
+    assert f"after build {asked}" in done.stdout, done.stdout

@@ -188,7 +188,8 @@ class ATGRPO(Algorithm):
                 mapping=dict(mapping), model_paths={pid: s.model_path for pid, s in self._specs.items()},
                 evaluate=self.evaluate, sync_weights=self._sync_weights)
         self._totals: defaultdict[str, float] = defaultdict(float)
-        self._signal = LearningSignalWatch()  # iterations in a row in which every group had zero reward variance
+        # iterations in a row in which every group had zero reward variance, or a role got no samples
+        self._signal = LearningSignalWatch(agents=self._agents)
         # RLlib types foreach_learner's func as (learner, kwargs) -> T; it calls func(learner, **kwargs)
         self._param_counts = next(iter(self.learner_group.foreach_learner(count_params))).get()  # type: ignore[arg-type]
         self._set_up_metrics()  # RLlib's Ray (Prometheus) metrics used by Algorithm.train()/log_result()

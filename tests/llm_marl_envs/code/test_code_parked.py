@@ -4,8 +4,9 @@ it takes in the kernel (issue 32), and what Code-v0 caches.
 The attacker's program fills ``/tmp``, unlinks its files (its own ``solution.py`` too) and
 sends their descriptors into a unix socket's own receive queue (a cycle no process holds),
 then exits. On the old warm pool the worker answered clean and the next episode's correct
-program found ``/tmp`` full: it scored golden 0.0 / reward 0.1 instead of 1.0 / 2.0. And Code-v0 cached results with status
-``error`` and ``memory``, so such a failure was replayed for that program for the env's life.
+program found ``/tmp`` full: it scored golden 0.0 / reward 0.1 instead of 1.0 / 2.0. And
+Code-v0 cached results with status ``error`` and ``memory``, so such a failure was replayed
+for that program for the env's life.
 """
 
 from __future__ import annotations

@@ -99,13 +99,19 @@ def _slow(a: str, b: str) -> bool:
     if deadline is not None and time.monotonic() > deadline:
         return False
     x, y = sorted((a, b))
-    return _slow_cached(x, y)
+    try:
+        return _slow_cached(x, y)
+    except pool.NoVerdict:  # a timeout or a dead worker: not equal this time, and not cached (the next call retries)
+        _count("unreadable")
+        return False
 
 
 @functools.lru_cache(maxsize=65536)
 def _slow_cached(a: str, b: str) -> bool:
+    """The cached verdicts: only those the answers decide. NoVerdict (timeout, dead worker) and WorkerError (an
+    error, not a verdict) propagate, and lru_cache keeps no result of a call that raised."""
     _count("slow_checks")
-    result = pool.compare(a, b)  # WorkerError propagates: it is an error, not a verdict, and is not cached
+    result = pool.compare_verdict(a, b)
     if result is None:
         _count("unreadable")
     return bool(result)

@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["configure", "shutdown_workers", "compare", "WorkerError", "settings"]
+__all__ = ["configure", "shutdown_workers", "compare", "compare_verdict", "NoVerdict", "WorkerError", "settings"]
 
 STARTUP_TIMEOUT_S = 60.0  # importing sympy and math-verify on a loaded machine can take seconds
 _WORKER_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_symbolic.py")
@@ -199,19 +199,32 @@ def kills() -> int:
     return _pool.kills
 
 
-def compare(a: str, b: str) -> bool | None:
+class NoVerdict(Exception):
+    """A comparison that got no verdict for a reason outside the answers: the worker ran out of time (the machine's
+    load may be why) or died. Raised by :func:`compare_verdict`; never a cacheable result."""
+
+
+def compare_verdict(a: str, b: str) -> bool | None:
     """One comparison in a worker under the hard deadline ``settings.timeout_s``.
 
-    True/False from the worker; None when it could not read an answer, ran out of time
-    (the worker is then killed and replaced) or died. :class:`WorkerError` when the
-    worker's own code raised; start-up failures (``OSError``) propagate too.
+    True/False from the worker; None when it could not read an answer (the answers' doing: the same every time).
+    :class:`NoVerdict` when it ran out of time (the worker is then killed and replaced) or died;
+    :class:`WorkerError` when the worker's own code raised; start-up failures (``OSError``) propagate too.
     """
     worker = _pool.acquire()
     broken = False
     try:
         return worker.request(a, b, settings.timeout_s)
-    except (TimeoutError, OSError, ValueError):
+    except (TimeoutError, OSError, ValueError) as e:
         broken = True
-        return None
+        raise NoVerdict(f"{type(e).__name__}: {e}") from e
     finally:
         _pool.release(worker, broken)
+
+
+def compare(a: str, b: str) -> bool | None:
+    """:func:`compare_verdict`, with None also for no verdict (timeout, dead worker)."""
+    try:
+        return compare_verdict(a, b)
+    except NoVerdict:
+        return None

@@ -476,6 +476,21 @@ def test_worker_deadline_kills_and_respawns():
     assert is_equivalent("(c+d)^3", "c^3+3c^2d+3cd^2+d^3") is True  # a fresh worker answers
 
 
+def test_a_timeout_is_not_cached_as_a_verdict():
+    """Issue 32: a worker that ran out of time (the machine's load may be why) gave 'not equal', and the cache kept
+    it for the process's life; now only verdicts the answers decide are cached."""
+    from llm_marl_envs.math import configure
+
+    pair = ("(p+q)^3", "p^3+3p^2q+3pq^2+q^3")
+    assert is_equivalent("(a+b)^2", "a^2+2ab+b^2")  # a live worker
+    configure(timeout_s=0.001)
+    try:
+        assert is_equivalent(*pair) is False  # no verdict in time: not equal this once
+    finally:
+        configure(timeout_s=3.0)
+    assert is_equivalent(*pair) is True  # the same pair, no cache cleared: asked again, and equal
+
+
 def test_configure_rejects_bad_values():
     from llm_marl_envs.math import configure
 

@@ -372,8 +372,9 @@ def config_record(config: Any, mapping: Mapping[str, str], env_name: str) -> dic
     fresh = type(config)().get_state()
     settings, skipped = {}, []
     for k, v in config.get_state().items():
-        if k in ("class", "policies", "policy_mapping_fn") or (k in fresh and _same(v, fresh[k])):
-            continue
+        if (k in ("class", "policies", "policy_mapping_fn") or k.startswith("__") or k not in fresh
+                or _same(v, fresh[k])):
+            continue  # (Tune adds __stdout_file__ and the like to a trial's config)
         if k == "env" and not isinstance(v, str):
             v = env_name
         if _plain(v):
@@ -419,7 +420,7 @@ def algorithm_config(ckpt: Checkpoint, imports: Sequence[str] = ()) -> Any:
     c = ATGRPOConfig()
     known = c.__dict__
     for k, v in settings.items():
-        if k not in known or k.startswith("_") or not _plain(known[k]):
+        if k not in known or k.startswith("__") or not _plain(known[k]):
             raise CheckpointError(f"{where!r}: {k!r} is not a plain setting of ATGRPOConfig (a checkpoint of "
                                   "another version, or made by hand: classes and functions are never recorded)")
         known[k] = tuple(v) if isinstance(known[k], tuple) and isinstance(v, list) else v

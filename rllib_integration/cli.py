@@ -510,9 +510,13 @@ def train(config_path: Optional[str] = None, sets: Sequence[str] = (), *, num_cp
         signals.restore()
         lock.release(remove_dir=True)
         if isinstance(e, RunStopped):
-            raise RunStopped(e.signum, _resume_line(out, e.signum, None) if resume is None else
-                             f"llm-marl: stopped by a signal before the run went on; resume with: llm-marl train "
-                             f"--resume {out}") from None
+            import signal
+
+            name = signal.Signals(e.signum).name
+            raise RunStopped(e.signum, f"llm-marl: stopped by {name} during set-up, before anything was written; "
+                                       "run the same command again" if resume is None else
+                             f"llm-marl: stopped by {name} during set-up; resume with: llm-marl train --resume {out}"
+                             ) from None
         raise
     tb: Optional[_TensorBoard] = None
     start = int(algo.iteration)

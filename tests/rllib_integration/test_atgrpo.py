@@ -477,7 +477,7 @@ def test_cli_train_writes_outputs_and_eval_restores(ray_session, tmp_path):
     assert (out / "metrics.csv").read_text().count("\n") == 5
     png = (out / "learning_curve.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5000
-    assert (out / "checkpoint" / "learner_group").is_dir()
+    assert (out / "checkpoint" / "COMPLETE.json").is_file() and (out / "checkpoint" / "tensors.safetensors").is_file()
     rc = main(["eval", str(out / "checkpoint"), "--episodes", "3"])
     assert rc == 0
     assert main(["eval", str(tmp_path)]) == 2  # not a checkpoint: a clear error, no traceback

@@ -1,0 +1,210 @@
+"""Runs survive (issue 31): ``llm-marl train`` stopped by a real SIGTERM/SIGINT resumes with ``--resume`` to the same
+results as an uninterrupted run, metrics and TensorBoard without duplicates; a second run on the same folder is
+refused at once; a run starts a Ray of its own; its own task modules travel with it (issue 33)."""
+
+import json
+import os
+import signal
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+#: result keys that are timings or hosts (differ between any two runs)
+_TIMING = ("time", "timers", "timestamp", "date", "hostname", "node_ip", "pid", "_s", "per_s", "throughput", "perf/")
+N = 30  # iterations of the tiny run (0.2 s each here): the signal lands long before the end
+
+
+@pytest.fixture(autouse=True)
+def _no_cluster(monkeypatch):
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+
+
+def _cli(args, *, cwd=REPO, env=None, **kw):
+    return subprocess.Popen([sys.executable, "-m", "rllib_integration.cli", *args], cwd=cwd, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})}, **kw)
+
+
+def _rows(run):
+    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+
+
+def _comparable(row):
+    return {k: v for k, v in row.items() if not any(t in k for t in _TIMING)}
+
+
+def _weights(run):
+    from rllib_integration.checkpoints import read_checkpoint
+
+    return read_checkpoint(run / "checkpoint").state["learner_group"]["learner"]["rl_module"]
+
+
+def _tb_steps(run):
+    """(tag, step) of every scalar in the run's TensorBoard event files (TFRecord framing, Event protos)."""
+    from tensorboardX.proto import event_pb2
+
+    seen = []
+    for f in sorted(run.glob("events.out.tfevents.*")):
+        data = f.read_bytes()
+        i = 0
+        while i + 12 <= len(data):
+            (n,) = struct.unpack("<Q", data[i:i + 8])
+            ev = event_pb2.Event.FromString(data[i + 12:i + 12 + n])
+            i += 12 + n + 4
+            seen += [(v.tag, ev.step) for v in ev.summary.value]
+    return seen
+
+
+def _stop_after_first_row(proc, run, sig, timeout=240):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None:
+        if (run / "metrics.jsonl").is_file() and (run / "metrics.jsonl").read_text().count("\n") >= 1:
+            break
+        time.sleep(0.05)
+    assert proc.poll() is None, proc.communicate()
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=120)
+    return proc.returncode, out, err
+
+
+@pytest.mark.slow
+def test_sigterm_then_resume_equals_an_uninterrupted_run(tmp_path, tiny_train_args):
+    from rllib_integration.checkpoints import checkpoints_of
+    from rllib_integration.cli import main
+
+    args = [*tiny_train_args, "--iterations", str(N), "--set", "run.checkpoint_every=2", "--set", "run.keep=2",
+            "--set", "sampling.k=4"]  # K=4: groups with reward variance, so some iterations update the weights
+    stopped = tmp_path / "stopped"
+    rc, _, err = _stop_after_first_row(_cli(["train", "--output-dir", str(stopped), *args]), stopped, signal.SIGTERM)
+    last = err.strip().splitlines()[-1]
+    assert rc == 128 + signal.SIGTERM and "Traceback" not in err, err
+    assert last.startswith("llm-marl: stopped by SIGTERM; resume from the checkpoint of iteration "), last
+    assert last.endswith(f"with: llm-marl train --resume {stopped}"), last
+    at = int(last.split("iteration ")[1].split()[0])
+    assert 1 <= at < N and [it for it, _ in checkpoints_of(stopped)][-1] == at
+    assert max(r["training_iteration"] for r in _rows(stopped)) == at  # no row ahead of the newest checkpoint
+
+    assert main(["train", "--resume", str(stopped)]) == 0
+    straight = tmp_path / "straight"
+    assert main(["train", "--output-dir", str(straight), *args]) == 0
+
+    a, b = _rows(straight), _rows(stopped)
+    assert [r["training_iteration"] for r in b] == list(range(1, N + 1))  # appended, none twice
+    assert sum(r["num_updates"] for r in a[at:]) > 0  # the weights compared below were trained after the resume
+    for ra, rb in zip(a, b, strict=True):
+        ca, cb = _comparable(ra), _comparable(rb)
+        assert ca == cb, {k: (ca.get(k), cb.get(k)) for k in set(ca) | set(cb) if ca.get(k) != cb.get(k)}
+    wa, wb = _weights(straight), _weights(stopped)
+    for pid in wa:
+        for name in wa[pid]:
+            np.testing.assert_array_equal(wa[pid][name], wb[pid][name], err_msg=f"{pid}/{name}")
+    steps = [(t, s) for t, s in _tb_steps(stopped) if t == "ray/tune/success_rate"]
+    assert sorted(s for _, s in steps) == list(range(1, N + 1)), steps  # TensorBoard: every step once
+    assert sorted(p.name for p in stopped.iterdir() if p.name.startswith(("checkpoint", "."))) == [
+        "checkpoint", f"checkpoint_{N - 4:04d}", f"checkpoint_{N - 2:04d}"]  # keep=2 periodic + the final one
+
+
+@pytest.mark.slow
+def test_sigint_stops_with_one_line_and_exit_130(tmp_path, tiny_train_args):
+    run = tmp_path / "run"
+    proc = _cli(["train", "--output-dir", str(run), *tiny_train_args, "--iterations", str(N), "--set",
+                 "run.checkpoint_every=0"])
+    rc, _, err = _stop_after_first_row(proc, run, signal.SIGINT)
+    assert rc == 130 and "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    assert "llm-marl: stopped by SIGINT; resume from the checkpoint of iteration" in err.strip().splitlines()[-1]
+    from rllib_integration.checkpoints import newest_checkpoint
+
+    assert newest_checkpoint(run) is not None  # the stop wrote one though checkpoint_every is 0
+
+
+def test_a_second_run_on_the_same_folder_is_refused_before_ray(tmp_path, capsys, tiny_train_args, heavy_steps):
+    from rllib_integration.cli import _RunLock, main
+
+    out = tmp_path / "run"
+    held = _RunLock(out)  # as a run in progress holds it
+    try:
+        rc = main(["train", "--output-dir", str(out), *tiny_train_args])
+    finally:
+        held.release()
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and f"output directory {str(out)!r} is in use by another llm-marl train (pid {os.getpid()})" in err
+    assert heavy_steps == [] and "ray" not in sys.modules or not sys.modules["ray"].is_initialized()
+
+
+def test_resume_refuses_other_settings_and_a_folder_that_is_no_run(tmp_path, capsys):
+    from rllib_integration.cli import main
+
+    rc = main(["train", "--resume", str(tmp_path)])
+    assert rc == 2 and "not a run directory of llm-marl train (no config.yaml" in capsys.readouterr().err
+    (tmp_path / "config.yaml").write_text("run: {iterations: 2}\n")
+    rc = main(["train", "--resume", str(tmp_path), "--set", "training.lr=1"])
+    assert rc == 2 and "only run.* may be changed (--set training.lr=1)" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ own tasks travel (issue 33)
+@pytest.mark.slow
+def test_a_relative_import_travels_to_eval_and_export_from_another_directory(tmp_path, tiny_train_args):
+    tasks = tmp_path / "tasks"
+    tasks.mkdir()
+    (tasks / "guess_task.py").write_text((HERE / "guess_task.py").read_text())
+    run = tmp_path / "runs" / "guess"
+    args = [*tiny_train_args, "--iterations", "1", "--set", "env.id=my_tasks/GuessNumber-v0",
+            "--set", "env.config={}", "--set", "policies={}"]
+    # the same module twice (two spellings): one import
+    proc = _cli(["train", "--output-dir", str(run), "--import", "guess_task.py", "--import", "./guess_task.py",
+                 *args], cwd=tasks)
+    out, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, err
+    import yaml
+
+    assert yaml.safe_load((run / "config.yaml").read_text())["env"]["modules"] == [str(tasks / "guess_task.py")]
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    proc = _cli(["eval", str(run), "--episodes", "2"], cwd=elsewhere)
+    out, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0 and json.loads(out)["episodes"] == 2, err
+    proc = _cli(["export", str(run), str(tmp_path / "exported")], cwd=elsewhere)
+    out, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0 and set(json.loads(out)) == {"guesser", "judge"}, err
+
+
+def test_a_bad_import_is_one_line(tmp_path, capsys, heavy_steps):
+    from rllib_integration.cli import main
+
+    rc = main(["train", "--output-dir", str(tmp_path / "o"), "--import", "no_such_task.py"])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and len(err.splitlines()) == 1 and "'no_such_task.py' is not a file" in err, err
+    (tmp_path / "broken.py").write_text("raise RuntimeError('broken on purpose')\n")
+    rc = main(["train", "--output-dir", str(tmp_path / "o"), "--import", str(tmp_path / "broken.py")])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and len(err.splitlines()) == 1 and "RuntimeError: broken on purpose" in err, err
+    assert heavy_steps == []
+
+
+# ------------------------------------------------------------------ Ray: a run's own
+@pytest.mark.slow
+def test_a_run_starts_its_own_ray_even_where_a_cluster_is_recorded(tmp_path, tiny_train_args):
+    """``ray_current_cluster`` names a cluster that is gone (a stale file): a plain ``ray.init()`` would try to
+    join it; the run starts a local Ray of its own and trains."""
+    import shutil
+    import tempfile
+
+    raytmp = Path(tempfile.mkdtemp(prefix="rt", dir="/tmp"))  # short: Ray's socket paths live under it
+    (raytmp / "ray").mkdir()
+    (raytmp / "ray" / "ray_current_cluster").write_text("127.0.0.1:9\n")
+    run = tmp_path / "run"
+    proc = _cli(["train", "--output-dir", str(run), *tiny_train_args, "--iterations", "1", "--set",
+                 "rollout.num_rollout_workers=1"], env={"RAY_TMPDIR": str(raytmp)})
+    try:
+        out, err = proc.communicate(timeout=600)
+    finally:
+        shutil.rmtree(raytmp, ignore_errors=True)
+    assert proc.returncode == 0, err
+    assert (run / "checkpoint" / "COMPLETE.json").is_file()

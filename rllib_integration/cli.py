@@ -1,7 +1,8 @@
 """``llm-marl``: train and evaluate LLM teams with AT-GRPO.
 
     llm-marl train [CONFIG.yaml] [--set key=value ...] [--import MODULE ...] [--iterations N] [--output-dir DIR]
-                   [--overwrite]
+                   [--overwrite] [--address RAY_ADDRESS]
+    llm-marl train --resume RUN_DIR [--iterations N] [--set run.key=value ...]
     llm-marl eval RUN_DIR|CHECKPOINT [--episodes N] [--temperature T] [--import MODULE ...]
     llm-marl export RUN_DIR|CHECKPOINT OUT_DIR [--merge-lora]
 
@@ -9,19 +10,25 @@
 on a 3x3 plan-path, CPU, ~5 minutes). With a warm start, greedy eval success is printed before it
 (iteration -1) and after it (iteration 0). Everything checkable is checked before Ray starts: the
 config, the env id, the env arguments (one probe env is built here), the policy mapping against the
-env's roles, model paths and, with ``--num-cpus`` or a running cluster, the resources. ``--import MODULE`` (or
-``env.modules``) names the module that registers a task of your own: it is imported here and
-shipped to every Ray worker (``runtime_env`` ``py_modules`` + ``worker_process_setup_hook``).
+env's roles, model paths and, with ``--num-cpus`` or a cluster address, the resources. ``--import MODULE`` (or
+``env.modules``) names the module that registers a task of your own: it is imported here, recorded in the
+run's config.yaml (a ``.py`` path made absolute, so that ``eval``/``export``/``--resume`` find it from any
+directory) and shipped to every Ray worker (``runtime_env`` ``py_modules`` + ``worker_process_setup_hook``).
 Each iteration prints one progress line; the output directory receives ``config.yaml``,
 ``metrics.jsonl``, ``metrics.csv``, TensorBoard events (Tune's ``TBXLoggerCallback``),
-``learning_curve.png`` and ``checkpoint/`` (``Algorithm.save_to_path``). ``export`` writes each
-policy as a ``save_pretrained`` folder (:mod:`rllib_integration.export`).
+``learning_curve.png``, ``checkpoint/`` and ``checkpoint_NNNN/`` (``run.checkpoint_every``, the newest
+``run.keep``; :mod:`rllib_integration.checkpoints`: data only, written whole or not at all). ``export`` writes
+each policy as a ``save_pretrained`` folder (:mod:`rllib_integration.export`).
 
 A run never mixes its outputs with another's: ``train`` refuses an output directory that is not
 empty, before Ray starts, unless ``--overwrite`` is given; then, once the algorithm is built, it
 removes what a previous run wrote there (:data:`RUN_OUTPUTS`: config, metrics, TensorBoard events,
-PNG, checkpoints) and keeps any other file. The output directory, ``RAY_ADDRESS`` (a cluster must
-answer there) and the paths given to ``eval``/``export`` are checked before anything is written,
+PNG, checkpoints) and keeps any other file. A run holds a lock on its directory (:data:`LOCK_FILE`): a
+second run there is refused at once. ``--resume RUN_DIR`` continues a stopped run from its newest complete
+checkpoint (metrics rolled back to it, then appended; no warm start again); SIGINT/SIGTERM end a run after
+the current iteration with a checkpoint and one line saying how to resume (exit 130/143). The CLI starts a
+Ray of its own unless told a cluster (``--address`` or ``RAY_ADDRESS``, which must answer). The output
+directory, the address and the paths given to ``eval``/``export`` are checked before anything is written,
 each with a one-line error saying what to do.
 """
 

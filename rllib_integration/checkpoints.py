@@ -295,7 +295,7 @@ def checkpoints_of(run_dir: str | os.PathLike) -> list[tuple[int, Path]]:
             continue
         if isinstance(it, int):
             out.append((it, d))
-    return sorted(out, key=lambda t: (t[0], t[1].name != "checkpoint"))
+    return sorted(out, key=lambda t: (t[0], t[1].name == "checkpoint"))  # at one iteration the final one last
 
 
 def newest_checkpoint(run_dir: str | os.PathLike) -> Optional[Path]:

@@ -46,21 +46,22 @@ def _is_checkpoint(p: Path) -> bool:
 
 
 def find_checkpoint(path: str | os.PathLike) -> Path:
-    """A run directory of ``llm-marl train`` (its final ``checkpoint/``, else its newest complete
-    ``checkpoint_NNNN/``) or a checkpoint directory -> the checkpoint. Only complete checkpoints (with their
-    :data:`~.checkpoints.MARKER`) count; nothing is loaded here.
+    """A run directory of ``llm-marl train`` (its newest complete checkpoint by iteration: ``checkpoint/`` of a
+    finished run, else a ``checkpoint_NNNN/``) or a checkpoint directory -> the checkpoint. Only complete
+    checkpoints (with their :data:`~.checkpoints.MARKER`) count; nothing is loaded here.
 
     Raises :class:`~.settings.UsageError` saying what ``path`` is instead (missing, a file, a run without
     a checkpoint yet, an incomplete or pickle checkpoint, a folder of runs) and what to give."""
     from .checkpoints import MARKER, CheckpointError, newest_checkpoint
 
     p = Path(path).expanduser()
-    for cand in (p, p / "checkpoint"):
-        if _is_checkpoint(cand):
-            return cand.resolve()
-    newest = newest_checkpoint(p)
+    if _is_checkpoint(p):
+        return p.resolve()
+    newest = newest_checkpoint(p)  # checkpoint/ of a finished run; of a resumed one stopped later, a newer one
     if newest is not None:
         return newest.resolve()
+    if _is_checkpoint(p / "checkpoint"):  # a marker without its iteration: reading it says what is wrong
+        return (p / "checkpoint").resolve()
     give = "give the output directory of llm-marl train (e.g. runs/default) or its checkpoint/"
     if not p.exists():
         raise UsageError(f"{str(p)!r} does not exist; {give}")

@@ -87,6 +87,13 @@ def test_newest_complete_checkpoint_skips_one_without_marker(tmp_path):
     (tmp_path / "checkpoint_0008").mkdir()  # nor did this one start properly
     assert ck.newest_checkpoint(tmp_path) == tmp_path / "checkpoint_0004"
     assert [it for it, _ in ck.checkpoints_of(tmp_path)] == [2, 4]
+    from rllib_integration.export import find_checkpoint
+
+    assert find_checkpoint(tmp_path) == (tmp_path / "checkpoint_0004").resolve()  # what eval/export load
+    _write(tmp_path / "checkpoint", iteration=3)  # a final one older than a resumed run's later checkpoints
+    assert find_checkpoint(tmp_path) == (tmp_path / "checkpoint_0004").resolve()
+    _write(tmp_path / "checkpoint", iteration=4)  # the same iteration: the final one
+    assert find_checkpoint(tmp_path) == (tmp_path / "checkpoint").resolve()
 
 
 def test_a_write_that_stops_midway_leaves_the_previous_checkpoint(tmp_path, monkeypatch):

@@ -104,6 +104,12 @@ class ATGRPO(Algorithm):
 
     config: ATGRPOConfig  # RLlib types it AlgorithmConfig | None; set in Algorithm.__init__
     learner_group: LearnerGroup  # built in setup (RLlib types it Optional)
+    #: how many of each iteration's samples :meth:`training_step` keeps in :attr:`last_transcripts` (prompt,
+    #: completion, reward, role, policy, group key; :func:`.run_logs.pick_transcripts`); ``llm-marl train`` sets it
+    #: from ``run.transcripts_per_iteration`` and writes them to ``transcripts.jsonl``. 0: none kept
+    keep_transcripts: int = 0
+    #: the last iteration's picked transcripts (kept out of the result, so Tune's results stay small)
+    last_transcripts: list[dict[str, Any]] = []
 
     @classmethod
     def get_default_config(cls) -> ATGRPOConfig:
@@ -260,6 +266,10 @@ class ATGRPO(Algorithm):
             self.rollout_workers.sleep()
         t1 = time.perf_counter()
         adv, gids, keep = self._advantages(batch["samples"])
+        if self.keep_transcripts:
+            from .run_logs import pick_transcripts
+
+            self.last_transcripts = pick_transcripts(batch["samples"], self.keep_transcripts, self.iteration + 1)
         t2 = time.perf_counter()
         learner_metrics, num_updates = self._update(batch["samples"], adv, keep)
         t3 = time.perf_counter()

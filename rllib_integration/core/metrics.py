@@ -23,7 +23,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-__all__ = ["rollout_metrics", "flatten", "MetricsWriter", "episode_metrics", "role_correctness"]
+__all__ = ["rollout_metrics", "flatten", "MetricsWriter", "episode_metrics", "role_correctness", "without_config"]
 
 
 def _family(task_id: str) -> str:
@@ -125,9 +125,15 @@ def flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
+def without_config(result: Mapping[str, Any]) -> dict[str, Any]:
+    """A result without RLlib's ``config`` key (every setting, repeated in every result): a run writes its settings
+    once (``config.yaml``), not in every metrics row."""
+    return {k: v for k, v in result.items() if k != "config"}
+
+
 class MetricsWriter:
-    """Appends each iteration's flattened metrics to ``metrics.jsonl`` (each line flushed and fsynced) and
-    rewrites ``metrics.csv`` (under a temporary name, then renamed).
+    """Appends each iteration's flattened metrics (RLlib's ``config`` key left out) to ``metrics.jsonl`` (each line
+    flushed and fsynced) and rewrites ``metrics.csv`` (under a temporary name, then renamed).
 
     ``resume_after=N`` continues a run's files: the rows of ``metrics.jsonl`` up to iteration ``N`` (the
     checkpoint the run resumes from) are kept, later ones (written after that checkpoint, before the stop) are
@@ -146,7 +152,8 @@ class MetricsWriter:
             self._write_csv()
 
     def write(self, result: Mapping[str, Any]) -> dict[str, Any]:
-        row = {k: v for k, v in flatten(result).items()
+        """Append one result's row: flattened, without NaNs and without RLlib's ``config`` key."""
+        row = {k: v for k, v in flatten(without_config(result)).items()
                if not (isinstance(v, float) and math.isnan(v))}
         self.rows.append(row)
         with self.jsonl.open("a") as f:

@@ -38,7 +38,8 @@ def not_one_of(value: Any, options: Sequence[Any]) -> str:
 
 
 def _annotation_at(root: type[BaseModel], loc: Sequence[Any]) -> Any:
-    """The annotation of the value at ``loc`` in ``root`` (through sections, dict values and list items)."""
+    """The annotation of the value at ``loc`` in ``root`` (through sections, dict values and list items; ``loc``
+    may hold list indices or not)."""
     ann: Any = root
     for part in loc:
         while True:
@@ -50,6 +51,8 @@ def _annotation_at(root: type[BaseModel], loc: Sequence[Any]) -> Any:
                 if len(inner) != 1:
                     return None
                 ann = inner[0]
+            elif origin is list and not isinstance(part, int):  # list indices dropped: a key of the items
+                ann = args[0]
             else:
                 break
         origin, args = typing.get_origin(ann), typing.get_args(ann)

@@ -10,9 +10,9 @@ import copy
 import typing
 from typing import TYPE_CHECKING, Annotated, Any, Iterable, Literal, Optional, get_args
 
-from pydantic import (BaseModel, ConfigDict, Field, PlainValidator, StrictBool, StrictInt, StrictStr, ValidationInfo,
-                      create_model)
-from pydantic import field_validator
+from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, PlainValidator, StrictBool, StrictInt, StrictStr,
+                      ValidationInfo, create_model)
+from pydantic import field_validator, model_validator
 
 from ..core.advantages import estimator_names
 from ..core.choices import (AGG_MODES, KEY_FIELDS, KL_ESTIMATORS, AdvNorm, AggMode, BehaviorLogprobs, KeyField,
@@ -24,7 +24,7 @@ from .values import TINY_MODEL_ARGS, EnvId, Number, Stop, check_model_spec, chec
 __all__ = ["RunSettings", "PolicySettings", "PER_POLICY", "Section", "setting", "LEVELS", "L1_ONE_MODEL",
            "several_policies_at_l1", "ESTIMATORS", "AGG_MODES",
            "KL_ESTIMATORS", "GROUP_FIELDS", "SANDBOX_KINDS", "GENERATION_BACKENDS", "SAMPLING_MODES", "DTYPES",
-           "LORA_DEFAULTS"]
+           "LORA_DEFAULTS", "TRACKERS", "TrackerSettings"]
 
 
 #: specialization levels (see :mod:`rllib_integration.policies`)
@@ -399,6 +399,41 @@ class WarmStartSettings(Section):
         "measured before and after every epoch", ge=0)
 
 
+#: ``run.trackers``: the experiment trackers ``llm-marl train`` can log to (Tune's own logger callbacks)
+TrackerName = Literal["mlflow", "wandb"]
+TRACKERS: tuple[str, ...] = get_args(TrackerName)
+
+
+class TrackerSettings(Section):
+    """One experiment tracker of ``run.trackers``: a name (``mlflow``) or a mapping (``{type: wandb, ...}``)."""
+
+    type: TrackerName = setting("mlflow", "the tracker: `mlflow` (`MLflowLoggerCallback`) or `wandb` "
+                                          "(`WandbLoggerCallback`), driven like Tune drives them")
+    project: Optional[StrictStr] = setting(
+        None, "MLflow experiment name / W&B project (null: `llm-marl`)")
+    tracking_uri: Optional[StrictStr] = setting(
+        None, "MLflow only: the tracking URI (`file:/path/mlruns`, `http://host:5000`; null: MLflow's own default, "
+        "`MLFLOW_TRACKING_URI`)")
+    mode: Optional[Literal["online", "offline", "disabled"]] = setting(
+        None, "W&B only: `online`, `offline` (no account needed: `wandb sync` later) or `disabled` (null: W&B's "
+        "own default, `WANDB_MODE`)")
+    group: Optional[StrictStr] = setting(None, "W&B only: the run group (null: the output directory's name)")
+    tags: dict[str, StrictStr] = setting({}, "tags set on the tracker's run (MLflow tags; W&B: the tag names)")
+
+    @model_validator(mode="after")
+    def _options_of_its_type(self) -> "TrackerSettings":
+        wrong = {"mlflow": ("mode", "group"), "wandb": ("tracking_uri",)}[self.type]
+        given = [k for k in wrong if getattr(self, k) is not None]
+        if given:
+            raise ValueError(f"`{given[0]}` is not an option of the {self.type} tracker")
+        return self
+
+
+def _tracker_entry(value: Any) -> Any:
+    """``run.trackers`` entries: a bare name stands for ``{type: NAME}``."""
+    return {"type": value} if isinstance(value, str) else value
+
+
 class RunOptions(Section):
     _doc = "The command line's own settings (`llm-marl train`); not part of `ATGRPOConfig`."
     iterations: StrictInt = setting(10, "training iterations", ge=1)
@@ -410,6 +445,16 @@ class RunOptions(Section):
         "`llm-marl train --resume DIR` continues from the newest complete one", ge=0)
     keep: StrictInt = setting(2, "periodic checkpoints kept (`checkpoint_NNNN/`, the newest); older ones are removed",
                               ge=1)
+    trackers: list[Annotated[TrackerSettings, BeforeValidator(_tracker_entry)]] = setting(
+        [], "experiment trackers that also get every iteration's metrics (and the config as parameters), through "
+        "Tune's own callbacks (`MLflowLoggerCallback`, `WandbLoggerCallback`): `mlflow` (`pip install mlflow`), "
+        "`wandb` (`pip install wandb`), or a mapping with options, e.g. `{type: mlflow, tracking_uri: "
+        "sqlite:///mlflow.db, project: my-exp}`, `{type: wandb, project: my-project, mode: offline}`. Options: "
+        + "; ".join(f"`{k}`: {f.description}" for k, f in TrackerSettings.model_fields.items() if k != "type"),
+        type_name="list of trackers")
+    transcripts_per_iteration: StrictInt = setting(
+        4, "sampled transcripts kept per iteration in `transcripts.jsonl` (prompt, completion, reward, role, policy, "
+        "group key; spread over the roles); 0: no file", ge=0)
 
 
 #: the settings a policy may override (``policies.<id>.<key>``) -> the section of the global setting

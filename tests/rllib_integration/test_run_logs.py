@@ -1,0 +1,126 @@
+"""Logs researchers use (issue 33): experiment trackers through Tune's own callbacks (a real MLflow file store read
+back), TensorBoard with the pre-warm-start eval (iteration -1), a bounded transcripts file, the config written once
+and not per metrics row, and a clear error for a tracker whose package is missing."""
+
+import json
+import struct
+from types import SimpleNamespace
+
+import pytest
+
+from rllib_integration.core.metrics import MetricsWriter
+from rllib_integration.core.rollout import GroupKey
+from rllib_integration.run_logs import RunLoggers, TranscriptWriter, check_trackers, pick_transcripts
+from rllib_integration.settings import ConfigError, load_config
+
+CFG = load_config(None, [])
+#: the results a CLI run feeds its loggers: eval before the warm start (-1), after it (0), one iteration (1)
+RESULTS = [{"training_iteration": -1, "evaluation": {"success_rate": 0.0}},
+           {"training_iteration": 0, "evaluation": {"success_rate": 0.25}},
+           {"training_iteration": 1, "success_rate": 0.5, "agents": {"tool": {"valid_ratio": 0.75}},
+            "config": {"lr": 1e-3, "env_config": {"size": 3}}}]
+
+
+def tb_scalars(run):
+    """(tag, step, value) of every scalar in the run's TensorBoard event files (TFRecord framing, Event protos)."""
+    from tensorboardX.proto import event_pb2
+
+    seen = []
+    for f in sorted(run.glob("events.out.tfevents.*")):
+        data, i = f.read_bytes(), 0
+        while i + 12 <= len(data):
+            (n,) = struct.unpack("<Q", data[i:i + 8])
+            ev = event_pb2.Event.FromString(data[i + 12:i + 12 + n])
+            i += 12 + n + 4
+            seen += [(v.tag, ev.step, v.simple_value) for v in ev.summary.value]
+    return seen
+
+
+def test_tensorboard_has_the_eval_before_the_warm_start(tmp_path):
+    logs = RunLoggers(tmp_path, trackers=[], run_config=CFG, name="tiny")
+    for r in RESULTS:
+        logs.write(r)
+    logs.close()
+    ev = [(s, v) for t, s, v in tb_scalars(tmp_path) if t == "ray/tune/evaluation/success_rate"]
+    assert ev == [(-1, 0.0), (0, 0.25)]
+    assert not [t for t, _, _ in tb_scalars(tmp_path) if t.startswith("ray/tune/config")]
+
+
+def test_mlflow_file_store_gets_every_step_and_the_config(tmp_path, monkeypatch):
+    mlflow = pytest.importorskip("mlflow")
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")  # MLflow 3 keeps its file store behind this opt-in
+    uri = (tmp_path / "mlruns").as_uri()
+    cfg = load_config(None, [f"run.trackers=[{{type: mlflow, tracking_uri: '{uri}', project: exp1, "
+                             "tags: {team: a}}]"])
+    logs = RunLoggers(tmp_path / "run", trackers=cfg["run"]["trackers"], run_config=cfg, name="tiny")
+    for r in RESULTS:
+        logs.write(r)
+    logs.close()
+    # read the store back with MLflow's own client
+    client = mlflow.tracking.MlflowClient(tracking_uri=uri)
+    exp = client.get_experiment_by_name("exp1")
+    (run,) = client.search_runs([exp.experiment_id])
+    assert run.info.status == "FINISHED" and run.info.run_name == "tiny" and run.data.tags["team"] == "a"
+    hist = client.get_metric_history(run.info.run_id, "evaluation/success_rate")
+    assert sorted((m.step, m.value) for m in hist) == [(-1, 0.0), (0, 0.25)]
+    assert [(m.step, m.value) for m in client.get_metric_history(run.info.run_id, "agents/tool/valid_ratio")] == [
+        (1, 0.75)]
+    assert run.data.params["env/id"] == CFG["env"]["id"] and run.data.params["run/iterations"] == str(
+        CFG["run"]["iterations"])
+    assert not [k for k in run.data.metrics if k.startswith("config")]  # the config is parameters, not metrics
+
+
+def test_a_missing_tracker_package_is_one_clear_error(monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "wandb" else real(name, *a))
+    cfg = load_config(None, ["run.trackers=[wandb]"])
+    with pytest.raises(ConfigError, match=r"run.trackers: 'wandb' needs the wandb package.*`pip install wandb`"):
+        check_trackers(cfg["run"]["trackers"])
+
+
+def test_tracker_settings_are_checked():
+    with pytest.raises(ConfigError, match="did you mean 'mlflow'"):
+        load_config(None, ["run.trackers=[mlfow]"])
+    with pytest.raises(ConfigError, match="`tracking_uri` is not an option of the wandb tracker"):
+        load_config(None, ["run.trackers=[{type: wandb, tracking_uri: x}]"])
+    assert load_config(None, ["run.trackers=[mlflow]"])["run"]["trackers"][0]["type"] == "mlflow"
+
+
+def test_metrics_rows_hold_no_config(tmp_path):
+    w = MetricsWriter(tmp_path)
+    for r in RESULTS:
+        w.write(r)
+    header = (tmp_path / "metrics.csv").read_text().splitlines()[0].split(",")
+    assert not [k for k in header if k.startswith("config")] and "agents/tool/valid_ratio" in header
+    assert not [k for line in (tmp_path / "metrics.jsonl").read_text().splitlines() for k in json.loads(line)
+                if k.startswith("config")]
+
+
+def _sample(agent, i, reward=0.0):
+    return SimpleNamespace(agent=agent, policy_id=f"p_{agent}", task_id=f"grid/{i}", env_idx=i, turn=0, candidate=i % 2,
+                           chosen=i % 2 == 0, prompt=f"prompt {agent} {i}", completion=f"move {i}", reward=reward,
+                           reward_parts={"team": reward, "local": 0.0}, valid=True, finish_reason="stop",
+                           group_key=GroupKey(f"grid/{i}", i, 0, agent))
+
+
+def test_transcripts_are_bounded_and_spread_over_the_roles(tmp_path):
+    samples = [_sample("tool", i) for i in range(10)] + [_sample("executor", i, 1.0) for i in range(1)]
+    picked = pick_transcripts(samples, 4, iteration=3)
+    assert len(picked) == 4 and sorted(r["agent"] for r in picked) == ["executor", "tool", "tool", "tool"]
+    r = next(r for r in picked if r["agent"] == "executor")
+    assert r == {"iteration": 3, "agent": "executor", "policy": "p_executor", "task_id": "grid/0", "env_idx": 0,
+                 "turn": 0, "candidate": 0, "chosen": True, "prompt": "prompt executor 0", "completion": "move 0",
+                 "reward": 1.0, "reward_parts": {"team": 1.0, "local": 0.0}, "valid": True, "finish_reason": "stop",
+                 "group_key": r["group_key"]}
+    assert json.loads(json.dumps(r["group_key"])) == r["group_key"] and r["group_key"]
+    assert len({r["env_idx"] for r in picked if r["agent"] == "tool"}) == 3  # spread, not the first three
+    assert pick_transcripts(samples, 0, 1) == [] and len(pick_transcripts(samples, 50, 1)) == 11
+    w = TranscriptWriter(tmp_path)
+    w.write(pick_transcripts(samples, 2, 1))
+    w.write(pick_transcripts(samples, 2, 2))
+    assert [json.loads(x)["iteration"] for x in (tmp_path / "transcripts.jsonl").read_text().splitlines()] == [
+        1, 1, 2, 2]
+    TranscriptWriter(tmp_path, resume_after=1)  # a resumed run keeps the lines up to its checkpoint
+    assert [json.loads(x)["iteration"] for x in (tmp_path / "transcripts.jsonl").read_text().splitlines()] == [1, 1]

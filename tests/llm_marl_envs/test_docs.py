@@ -29,6 +29,7 @@ MODULES = {
     "llm_marl_envs.math.env": ("llm_marl/Math-v0", "docs/math.md"),
     "llm_marl_envs.math.verify": ("llm_marl/MathVerify-v0", "docs/math.md"),
     "llm_marl_envs.examples.arithmetic": ("llm_marl/Arithmetic-v0", "docs/adding_a_task.md"),
+    "llm_marl_envs.examples.router": ("llm_marl/Router-v0", "docs/environments.md"),
 }
 GRID_MODULES = ["llm_marl_envs.grid.sokoban", "llm_marl_envs.grid.sudoku", "llm_marl_envs.grid.planpath"]
 SECTIONS = ["## Roles", "## Observation", "## Action", "## Rewards", "## Episode end", "## Arguments", "## Example",

@@ -29,6 +29,7 @@ TASK_MODULES = {
     "llm_marl_envs.math.env": "llm_marl/Math-v0",
     "llm_marl_envs.math.verify": "llm_marl/MathVerify-v0",
     "llm_marl_envs.examples.arithmetic": "llm_marl/Arithmetic-v0",
+    "llm_marl_envs.examples.router": "llm_marl/Router-v0",
 }
 
 

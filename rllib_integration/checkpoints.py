@@ -404,6 +404,24 @@ def _check_env_entry(env: Any, modules: Sequence[str], where: str) -> None:
                               "registered id")
 
 
+#: set to 1 to load a checkpoint that asks for the unisolated ``local`` sandbox (your own run that used it)
+ALLOW_LOCAL_SANDBOX_ENV = "LLM_MARL_ALLOW_LOCAL_SANDBOX"
+
+
+def _check_sandbox(c: Any, where: str) -> None:
+    """A checkpoint may not choose to run the model's programs without isolation: ``rollout.sandbox: local`` (or an
+    env config's ``sandbox: local``) is refused unless :data:`ALLOW_LOCAL_SANDBOX_ENV` is 1."""
+    asked = [("rollout.sandbox", getattr(c, "rollout_sandbox", None))]
+    for key, cfg in (("env.config", c.env_config), ("env.eval_config", getattr(c, "eval_env_config", None))):
+        if isinstance(cfg, Mapping):
+            asked.append((f"{key}.sandbox", cfg.get("sandbox")))
+    local = [k for k, v in asked if v == "local"]
+    if local and os.environ.get(ALLOW_LOCAL_SANDBOX_ENV) != "1":
+        raise CheckpointError(f"{where!r} asks for the unisolated `local` sandbox ({', '.join(local)}): loading it "
+                              "would run the model's programs on this machine without isolation. If this is your "
+                              f"own run, set {ALLOW_LOCAL_SANDBOX_ENV}=1 (docs/sandboxes.md \"Untrusted inputs\")")
+
+
 def algorithm_config(ckpt: Checkpoint, imports: Sequence[str] = ()) -> Any:
     """The ``ATGRPOConfig`` a checkpoint records (:func:`config_record`), with its task modules checked
     (:func:`check_module_paths`) and imported, ``imports`` too. Raises :class:`CheckpointError` naming the
@@ -424,6 +442,7 @@ def algorithm_config(ckpt: Checkpoint, imports: Sequence[str] = ()) -> Any:
             raise CheckpointError(f"{where!r}: {k!r} is not a plain setting of ATGRPOConfig (a checkpoint of "
                                   "another version, or made by hand: classes and functions are never recorded)")
         known[k] = tuple(v) if isinstance(known[k], tuple) and isinstance(v, list) else v
+    _check_sandbox(c, where)
     roots = [ckpt.path, ckpt.path.parent] if _NAME.fullmatch(ckpt.path.name) else [ckpt.path]
     modules = check_module_paths(list(c.env_modules or ()), inside=roots, key=f"{where}: env_modules")
     _check_env_entry(c.env, modules, where)

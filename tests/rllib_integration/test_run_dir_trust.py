@@ -142,6 +142,22 @@ def test_settings_that_would_run_code_are_refused(settings, message, real_run, t
     assert not marker.exists()
 
 
+@pytest.mark.parametrize("settings", [{"rollout_sandbox": "local"},
+                                      {"env_config": {"size": 3, "max_turns": 2, "sandbox": "local"}}])
+def test_a_run_that_asks_for_the_unisolated_sandbox_is_refused_unless_allowed(settings, real_run, tmp_path, capsys,
+                                                                             monkeypatch):
+    """A received run recording `local` would run the model's programs on this machine without isolation."""
+    run = _tamper(real_run, tmp_path, settings)
+    monkeypatch.delenv("LLM_MARL_ALLOW_LOCAL_SANDBOX", raising=False)
+    for kind in ("eval", "TrainedTeam.from_checkpoint", "ATGRPO.from_checkpoint"):
+        rc, err = _entry(kind, run, tmp_path, capsys)
+        assert rc == 2 and "unisolated `local` sandbox" in err and "LLM_MARL_ALLOW_LOCAL_SANDBOX=1" in err, (kind, err)
+    monkeypatch.setenv("LLM_MARL_ALLOW_LOCAL_SANDBOX", "1")  # one's own run that used it
+    from rllib_integration.export import TrainedTeam
+
+    assert set(TrainedTeam.from_checkpoint(run).mapping) == {"tool", "executor"}
+
+
 def test_export_refuses_a_model_folder_that_is_not_a_model(real_run, tmp_path, capsys):
     """``export`` copied whatever host path the checkpoint's model_path named; a run's policies now name a model
     directory that is checked, and only their own weights and its tokenizer are written."""

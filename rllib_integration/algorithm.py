@@ -62,6 +62,7 @@ from ray.tune.result import TRAINING_ITERATION
 from . import _rllib
 from .batching import minibatch_rounds, multi_agent_batch
 from .config import RLLIB_ALIASES, RLLIB_UNUSED, ATGRPOConfigBase
+from .core import seeding
 from .core.loss import SAMPLER_METRICS
 from .core.metrics import episode_metrics, role_correctness
 from .envs import EnvEntry, register_llm_marl_envs, resolve_env
@@ -255,8 +256,8 @@ class ATGRPO(Algorithm):
         n, seeds = int(self.config.envs_per_iteration), self._seeds()
         return [seeds(iteration * n + j) for j in range(n)]
 
-    def _sampling_seed(self, iteration: int, salt: int = 0) -> int:
-        return (int(self.config.seed or 0) * 1_000_003 + iteration * 10_007 + salt) % (2**31 - 1)
+    def _sampling_seed(self, iteration: int) -> int:
+        return seeding.sampling_seed(int(self.config.seed or 0), iteration)
 
     def training_step(self) -> dict[str, Any]:  # type: ignore[override]  # RLlib's returns None; step() uses ours
         """One AT-GRPO iteration: sample, advantages, update, sync."""
@@ -399,7 +400,7 @@ class ATGRPO(Algorithm):
         self._callback("on_evaluate_start", algorithm=self, metrics_logger=self.metrics)
         t0 = time.perf_counter()
         parts = self.rollout_workers.sample(list(range(int(cfg.evaluation_num_episodes))),
-                                    sampling_seed=self._sampling_seed(0, salt=999_983), split="eval",
+                                    sampling_seed=seeding.eval_sampling_seed(int(cfg.seed or 0)), split="eval",
                                     mode="parallel", k=1, temperature=float(cfg.evaluation_temperature))
         samples = [s for p in parts for s in p["samples"]]
         episodes = [e for p in parts for e in p["episodes"]]

@@ -12,6 +12,8 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 
 import numpy as np
 
+from .core.seeding import minibatch_rng
+
 __all__ = ["minibatch_rounds", "multi_agent_batch"]
 
 
@@ -26,7 +28,7 @@ def minibatch_rounds(policy_ids: Sequence[str], keep: np.ndarray, *, seed: int, 
     for i, pid in enumerate(policy_ids):
         if keep[i]:
             by_policy[pid].append(i)
-    rng = np.random.default_rng([int(seed), int(iteration), int(epoch)])
+    rng = minibatch_rng(seed, iteration, epoch)
     rounds: dict[int, dict[str, list[int]]] = defaultdict(dict)
     for pid, idx in sorted(by_policy.items()):
         order = [idx[j] for j in rng.permutation(len(idx))]

@@ -33,7 +33,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import threading
-import zlib
 from typing import Any, Collection, Optional, Union
 
 import numpy as np
@@ -41,6 +40,7 @@ import torch
 
 from ray.rllib.core.rl_module.torch import TorchRLModule
 
+from .core import seeding
 from .core.logprobs import DEFAULT_CHUNK_TOKENS, completion_logprobs
 from .core.tensor_codec import encode, host_copy
 from .quiet import install_in_worker
@@ -98,7 +98,7 @@ class LLMRLModule(TorchRLModule):
             tree = _tree_sharing_tensors(_shared_base(path, dtype))
             seed = int(cfg.get("seed", 0)) * 1_000_003 + zlib.crc32(self.policy_id.encode())
             with torch.random.fork_rng(devices=[]):
-                torch.manual_seed(seed % (2**31))
+                torch.manual_seed(seeding.module_init_seed(int(cfg.get("seed", 0)), self.policy_id))
                 self.lm = get_peft_model(tree, lora_config(cfg.get("lora") or {}), adapter_name=self.policy_id)
             for name, p in self.lm.named_parameters():
                 p.requires_grad_("lora_" in name)

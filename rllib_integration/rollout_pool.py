@@ -17,6 +17,7 @@ import logging
 import threading
 from typing import Any, Mapping, Optional, Sequence
 
+from .core import seeding
 from .rollout_worker import RolloutWorker, TrainSeeds, WorkerSpec
 from .settings import default_of
 
@@ -38,7 +39,7 @@ class SampleJob:
     def kwargs(self, j: int, offset: int) -> dict[str, Any]:
         """``RolloutWorker.sample`` keywords of part ``j`` (each part its own sampling seed)."""
         o = self.options
-        return dict(sampling_seed=o["sampling_seed"] + 7_919 * j, env_offset=offset, split=o["split"],
+        return dict(sampling_seed=seeding.part_seed(o["sampling_seed"], j), env_offset=offset, split=o["split"],
                     mode=o["mode"], k=o["k"], temperature=o["temperature"])
 
 
@@ -300,7 +301,7 @@ class RolloutWorkerPool:
         kw = self._stream_kwargs
         return self.actors[w].start_stream.remote(
             self.stream_queue, first=first, stride=len(self.actors), seeds=kw["seeds"], slots=kw["slots"],
-            sampling_seed=kw["sampling_seed"] + 7_919 * w, mode=kw["mode"], k=kw["k"])
+            sampling_seed=seeding.part_seed(kw["sampling_seed"], w), mode=kw["mode"], k=kw["k"])
 
     def restart_dead_streams(self, timeout_s: float = 30.0) -> int:
         """Streaming with rollout actors: restart those that died (the same restart budget as batches, with the

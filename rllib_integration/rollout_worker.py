@@ -23,6 +23,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 from .core.backends.base import Completion, GenerationBackend, GenerationRequest, SamplingParams
 from .envs import make_env
+from .core import seeding
 from .quiet import install_in_worker
 from .settings import SANDBOX_KINDS, default_of
 
@@ -98,13 +99,14 @@ class WorkerSpec:
 @dataclasses.dataclass(frozen=True)
 class TrainSeeds:
     """The env seed of the ``n``-th training env of a run (iteration ``i``'s ``j``-th env is ``n = i * envs + j``):
-    fresh problems ``seed * 1e6 + n``, or with ``rollout.train_task_pool: N`` the seeds ``0..N-1`` in turn."""
+    fresh problems, or with ``rollout.train_task_pool: N`` the seeds ``0..N-1`` in turn
+    (:func:`.core.seeding.train_env_seed`)."""
 
     seed: int = default_of("training.seed")
     pool: Optional[int] = default_of("rollout.train_task_pool")
 
     def __call__(self, n: int) -> int:
-        return n % self.pool if self.pool else self.seed * 1_000_000 + n
+        return seeding.train_env_seed(self.seed, n, self.pool)
 
 
 def backend_options(cfg: Any) -> dict[str, Any]:
@@ -153,9 +155,9 @@ class _TimedBackend(GenerationBackend):
     """Wraps a backend: per-policy temperatures and top-p, generation time and token counts.
 
     A ``generate`` call is split into one inner call per distinct (temperature, top-p) of its requests'
-    policies, in sorted order, the ``j``-th with seed ``seed + 104729 * j`` (one call, the given seed, when
-    every policy samples alike). ``override_temperature`` (evaluation) replaces every policy's temperature;
-    the policies' top-p stay."""
+    policies, in sorted order, the ``j``-th seeded :func:`.core.seeding.params_group_seed` (one call, the
+    given seed, when every policy samples alike). ``override_temperature`` (evaluation) replaces every
+    policy's temperature; the policies' top-p stay."""
 
     def __init__(self, inner: GenerationBackend, temperatures: Mapping[str, float],
                  top_ps: Optional[Mapping[str, float]] = None):
@@ -178,7 +180,7 @@ class _TimedBackend(GenerationBackend):
             by_params.setdefault((float(t), float(top_p)), []).append(i)
         for j, ((t, top_p), idx) in enumerate(sorted(by_params.items())):
             p = dataclasses.replace(params, temperature=t, top_p=top_p,
-                                    seed=None if params.seed is None else params.seed + 104729 * j)
+                                    seed=seeding.params_group_seed(params.seed, j))
             res = self.inner.generate([requests[i] for i in idx], p)
             for i, comps in zip(idx, res, strict=True):
                 out[i] = comps

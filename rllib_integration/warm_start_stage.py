@@ -14,6 +14,7 @@ from typing import Any, Callable, Optional
 
 from llm_marl_envs import LLMTeamEnv
 
+from .core.seeding import demo_seed
 from .core.warm_start import collect_demonstrations
 from .settings import ConfigError
 
@@ -41,10 +42,9 @@ def run_warm_start(cfg: Any, *, env_entry: Any, env_config: dict[str, Any], lear
     if cfg.evaluation_interval:
         out["eval_before"] = evaluate()
     t0 = time.perf_counter()
-    first = int(ws["seed"]) * 100_003
-    demos = collect_demonstrations(env_entry, env_config, int(ws["episodes"]), seed=first)
+    demos = collect_demonstrations(env_entry, env_config, int(ws["episodes"]), seed=demo_seed(int(ws["seed"])))
     heldout = (collect_demonstrations(env_entry, env_config, int(ws["heldout_episodes"]),
-                                      seed=first + int(ws["episodes"]))
+                                      seed=demo_seed(int(ws["seed"]), int(ws["episodes"])))
                if int(ws["heldout_episodes"]) else [])
     collect_s = time.perf_counter() - t0
     if not demos:

@@ -17,6 +17,8 @@
                    (LM head in chunks; never a float32 batch x length x vocab tensor)
 ``microbatch``     token-budget micro-batches with gradient accumulation
 ``tensor_codec``   numpy-safe encoding of any-dtype tensors (bf16 checkpoints)
+``seeding``        every seed of a run (train envs, generation calls, warm-start demos, minibatch
+                   order) derived from the run's seeds, one function each (torch-free)
 ``warm_start``     expert demonstrations (train split) and the supervised warm start
 ``metrics``        rollout/episode metrics and the JSON-lines/CSV writer
 ``plotting``       ``plot_learning_curve``

@@ -69,6 +69,7 @@ from typing import Any, Callable, ContextManager, Iterator, Mapping, NamedTuple,
 
 import numpy as np
 
+from . import seeding
 from .backends.base import GenerationBackend, GenerationRequest, SamplingParams
 
 __all__ = ["GroupKey", "Sample", "EpisodeSummary", "FinishedEnv", "RolloutSampler", "TREE_SELECT", "group_ids",
@@ -231,7 +232,7 @@ class RolloutSampler:
         return GenerationRequest(policy_id, messages=msgs + [{"role": "user", "content": prompt}])
 
     def _params(self, n: int) -> SamplingParams:
-        seed = None if self.params.seed is None else self.params.seed + 7919 * self._calls
+        seed = seeding.generate_call_seed(self.params.seed, self._calls)
         self._calls += 1
         return SamplingParams(temperature=self.params.temperature, top_p=self.params.top_p,
                               max_new_tokens=self.params.max_new_tokens, n=n, stop=self.params.stop, seed=seed)

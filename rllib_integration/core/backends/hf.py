@@ -60,6 +60,7 @@ from typing import Any, Mapping, Optional, Sequence
 import torch
 
 from ..options import LORA_DEFAULTS, HFOptions
+from ..seeding import batch_seed
 from .base import Completion, GenerationBackend, GenerationRequest, SamplingParams
 
 __all__ = ["HFBackend"]
@@ -321,7 +322,7 @@ class HFBackend(GenerationBackend):
             outs: list[Completion] = []
             for s in range(0, len(flat), self.max_batch_size):
                 outs.extend(self._generate_batch(pid, flat[s:s + self.max_batch_size], params,
-                                                 seed=None if params.seed is None else params.seed + s))
+                                                 seed=batch_seed(params.seed, s)))
             for j, i in enumerate(idx):
                 results[i] = outs[j * params.n:(j + 1) * params.n]
         return results  # type: ignore[return-value]

@@ -51,6 +51,7 @@ import warnings
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
+from ..seeding import batch_seed
 from .base import Completion, GenerationBackend, GenerationRequest, SamplingParams
 
 __all__ = ["VLLMBackend", "vllm_available", "VLLM_LORA_RANKS", "vllm_lora_rank", "VLLM_CPU_HEAD_SIZES",
@@ -309,7 +310,7 @@ class VLLMBackend(GenerationBackend):
             return vllm.SamplingParams(n=params.n, temperature=params.temperature, top_p=params.top_p,
                                        max_tokens=params.max_new_tokens,
                                        stop=list(params.stop) if params.stop else None,
-                                       seed=None if params.seed is None else params.seed + i, logprobs=0)
+                                       seed=batch_seed(params.seed, i), logprobs=0)
 
         results: list[Optional[list[Completion]]] = [None] * len(requests)
         groups: dict[str, list[int]] = {}

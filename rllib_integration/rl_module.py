@@ -96,7 +96,6 @@ class LLMRLModule(TorchRLModule):
             from peft import get_peft_model
 
             tree = _tree_sharing_tensors(_shared_base(path, dtype))
-            seed = int(cfg.get("seed", 0)) * 1_000_003 + zlib.crc32(self.policy_id.encode())
             with torch.random.fork_rng(devices=[]):
                 torch.manual_seed(seeding.module_init_seed(int(cfg.get("seed", 0)), self.policy_id))
                 self.lm = get_peft_model(tree, lora_config(cfg.get("lora") or {}), adapter_name=self.policy_id)

@@ -8,7 +8,7 @@ from typing import Any
 from . import _rllib
 from .envs import task_runtime_env
 from .resources import (ActorPlan, PENDING_WARN_S, actor_resources, check_resources, cluster_address, describe_plan,
-                        machine_resources, ray_address_file, watch_pending_placement)
+                        machine_resources, watch_pending_placement)
 
 __all__ = ["trial_bundles", "check_trial_placement", "init_ray_for"]
 
@@ -52,21 +52,21 @@ def check_trial_placement(cf: Any, bundles: list[dict[str, float]]) -> None:
 
 
 def init_ray_for(cfg: Any) -> None:
-    """Start a local Ray (if none runs) whose workers import ``env_modules`` (:func:`~.envs.task_runtime_env`),
-    after checking that the run's actors fit this machine (a local Ray gets what it has): an actor that
-    cannot be placed would wait forever. With ``RAY_ADDRESS`` the cluster is checked once connected."""
+    """Start a local Ray of the run's own (if none runs) whose workers import ``env_modules``
+    (:func:`~.envs.task_runtime_env`), after checking that the run's actors fit this machine (a local Ray gets what
+    it has): an actor that cannot be placed would wait forever. A cluster is joined only when ``RAY_ADDRESS`` names
+    it (checked once connected); one that ``ray start`` recorded on this machine (``ray_current_cluster``, perhaps
+    another user's, perhaps gone) is not joined silently, as a plain ``ray.init()`` would (``address="local"``)."""
     import ray
 
     if ray.is_initialized():
         return
     address = cluster_address()
-    # a cluster started with `ray start` on this machine: ray.init() joins it; check after connecting
-    joins_cluster = bool(address) or ray_address_file().is_file()
-    if not joins_cluster:
+    if not address:
         have = machine_resources()
         cfg.check_resources(have, source=f"this machine (Ray is not running yet: build_algo() starts a local Ray "
                                          f"with its {have['CPU']:g} CPU and {have['GPU']:g} GPU)")
-    ray.init(runtime_env=task_runtime_env(cfg.env_modules) or None, include_dashboard=False)
-    if joins_cluster:
-        cfg.check_resources(source=f"the Ray cluster at RAY_ADDRESS={address!r}" if address
-                            else "the Ray cluster `ray start` runs on this machine")
+    ray.init(address=None if address else "local", runtime_env=task_runtime_env(cfg.env_modules) or None,
+             include_dashboard=False)
+    if address:
+        cfg.check_resources(source=f"the Ray cluster at RAY_ADDRESS={address!r}")

@@ -100,6 +100,7 @@ class ATGRPOConfig(ATGRPOConfigBase):
 
 
 # ------------------------------------------------------------------------------ algorithm
+@_rllib.rllib_hooks("env_id_and_creator", "setup_logdir")
 class ATGRPO(Algorithm):
     """AT-GRPO over LLM teams (see the module docstring)."""
 
@@ -116,16 +117,17 @@ class ATGRPO(Algorithm):
     def get_default_config(cls) -> ATGRPOConfig:
         return ATGRPOConfig()
 
-    def _setup_logdir(self) -> None:
+    def setup_logdir(self) -> None:
         """Outside Tune, RLlib's Trainable makes a folder in ``~/ray_results`` per build that nothing writes in
         (79 piled up in one session): here it is a temporary folder, removed by :meth:`cleanup` if still empty.
-        Under Tune (a storage context) the trial's directory, as RLlib does."""
-        if getattr(self, "_storage", None):
-            super()._setup_logdir()
+        Under Tune (a storage context) the trial's directory, as RLlib does. (Tune's ``Trainable._setup_logdir``,
+        :func:`._rllib.rllib_hooks`.)"""
+        if _rllib.tune_storage(self):
+            _rllib.setup_logdir_as_tune(self)
             return
         import tempfile
 
-        self._logdir = tempfile.mkdtemp(prefix="llm-marl-algo-")  # type: ignore[assignment]  # Trainable's is None
+        _rllib.set_logdir(self, tempfile.mkdtemp(prefix="llm-marl-algo-"))
 
     # -- resources ---------------------------------------------------------------------------
     @classmethod
@@ -142,8 +144,9 @@ class ATGRPO(Algorithm):
         return PlacementGroupFactory(bundles=bundles, strategy=cf.placement_strategy)
 
     @staticmethod
-    def _get_env_id_and_creator(env_specifier: Any, config: AlgorithmConfig) -> tuple[Optional[str], EnvEntry]:
-        """The env as an :class:`~.envs.EnvEntry` (importable entry point; workers build envs from it)."""
+    def env_id_and_creator(env_specifier: Any, config: AlgorithmConfig) -> tuple[Optional[str], EnvEntry]:
+        """The env as an :class:`~.envs.EnvEntry` (importable entry point; workers build envs from it); RLlib's
+        ``Algorithm._get_env_id_and_creator`` (:func:`._rllib.rllib_hooks`)."""
         entry = resolve_env(env_specifier, getattr(config, "env_modules", ()), key="ATGRPOConfig.env",
                             modules_key="ATGRPOConfig.env_modules")
         return entry.name, entry
@@ -199,7 +202,7 @@ class ATGRPO(Algorithm):
         self._signal = LearningSignalWatch(agents=self._agents)
         # RLlib types foreach_learner's func as (learner, kwargs) -> T; it calls func(learner, **kwargs)
         self._param_counts = next(iter(self.learner_group.foreach_learner(count_params))).get()  # type: ignore[arg-type]
-        self._set_up_metrics()  # RLlib's Ray (Prometheus) metrics used by Algorithm.train()/log_result()
+        _rllib.set_up_metrics(self)  # RLlib's Ray (Prometheus) metrics used by Algorithm.train()/log_result()
         from ray.rllib.callbacks.utils import make_callback
 
         make_callback("on_algorithm_init", self.callbacks, cfg.callbacks_on_algorithm_init,
@@ -440,10 +443,10 @@ class ATGRPO(Algorithm):
 
     def get_state(self, components: Any = None, *, not_components: Any = None, **kwargs: Any) -> Dict[str, Any]:
         state: Dict[str, Any] = {}
-        if self._check_component(COMPONENT_LEARNER_GROUP, components, not_components):
+        if _rllib.wants_component(self, COMPONENT_LEARNER_GROUP, components, not_components):
             state[COMPONENT_LEARNER_GROUP] = self.learner_group.get_state(
-                components=self._get_subcomponents(COMPONENT_LEARNER_GROUP, components),
-                not_components=self._get_subcomponents(COMPONENT_LEARNER_GROUP, not_components), **kwargs)
+                components=_rllib.subcomponents(self, COMPONENT_LEARNER_GROUP, components),
+                not_components=_rllib.subcomponents(self, COMPONENT_LEARNER_GROUP, not_components), **kwargs)
         state["atgrpo"] = {"totals": dict(self._totals),
                            "num_rollout_worker_restarts": self.rollout_workers.num_restarts}
         state[TRAINING_ITERATION] = self.training_iteration
@@ -455,7 +458,7 @@ class ATGRPO(Algorithm):
         if "atgrpo" in state:
             self._totals = defaultdict(float, state["atgrpo"].get("totals", {}))
         if TRAINING_ITERATION in state:
-            self._iteration = state[TRAINING_ITERATION]
+            _rllib.set_training_iteration(self, state[TRAINING_ITERATION])
         self._pipeline.clear()  # batches in flight belong to the old weights and iteration
         self._sync_weights()
 
@@ -490,8 +493,8 @@ class ATGRPO(Algorithm):
             self.rollout_workers.stop()
         if getattr(self, "learner_group", None) is not None:
             self.learner_group.shutdown()
-        logdir = getattr(self, "_logdir", None)
-        if not getattr(self, "_storage", None) and logdir:
+        logdir = _rllib.logdir(self)
+        if not _rllib.tune_storage(self) and logdir:
             import os
 
             try:

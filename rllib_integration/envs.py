@@ -234,10 +234,10 @@ def resolve_env(env: Any, modules: Sequence[str] = (), *, key: str = "env.id",
             spec = pettingzoo.spec("aec", full)
             return EnvEntry(full, spec.entry_point, dict(spec.kwargs or {}), modules)
         if "ray.tune.registry" in sys.modules:
-            from ray.tune.registry import ENV_CREATOR, _global_registry
+            from ._rllib import registered_env_creator
 
-            if _global_registry.contains(ENV_CREATOR, env):
-                creator = _global_registry.get(ENV_CREATOR, env)
+            creator = registered_env_creator(env)
+            if creator is not None:
                 if isinstance(creator, RLlibEnvCreator):
                     creator = creator.entry
                 if isinstance(creator, EnvEntry):
@@ -492,10 +492,12 @@ def register_llm_marl_envs() -> list[str]:
     ``register_env``: an :class:`RLlibEnvCreator` each, so ``config.environment("llm_marl/Code-v0")`` gives
     any RLlib algorithm a ``MultiAgentEnv``. Returns the ids."""
     import llm_marl_envs
-    from ray.tune.registry import ENV_CREATOR, _global_registry, register_env
+    from ray.tune.registry import register_env
+
+    from ._rllib import registered_env_creator
 
     ids = llm_marl_envs.registered_tasks()
     for env_id in ids:
-        if not _global_registry.contains(ENV_CREATOR, env_id):
+        if registered_env_creator(env_id) is None:
             register_env(env_id, RLlibEnvCreator(resolve_env(env_id)))
     return ids

@@ -1,19 +1,19 @@
 """The AT-GRPO TorchLearner: the shared PPO-clip loss over per-token log-probs.
 
 The train batch of a module (built by :meth:`ATGRPO.training_step` from rollout samples with
-:func:`loss.collate_samples`) holds ``input_ids``/``attention_mask`` ``(B, T)``,
+:func:`.core.loss.collate_samples`) holds ``input_ids``/``attention_mask`` ``(B, T)``,
 ``completion_mask``/``old_logprobs`` ``(B, T-1)`` and ``advantages`` ``(B,)`` (computed on the
-driver with :func:`advantages.compute_advantages` over the whole iteration's groups).
+driver with :func:`.core.advantages.compute_advantages` over the whole iteration's groups).
 ``compute_loss_for_module`` (RLlib's loss hook, reached through RLlib's ``compute_losses`` once per
-micro-batch) calls :func:`loss.policy_loss` with that module's (possibly per-policy overridden) clip
+micro-batch) calls :func:`.core.loss.policy_loss` with that module's (possibly per-policy overridden) clip
 ranges, KL/entropy coefficients and aggregation.
 
 Only trainable parameters go to the optimizer (the LoRA adapter at L2; the whole model at
 L1/L3), with the module's own learning rate (``config.lr`` or its per-policy override).
 
-GPU-scale update (:meth:`ATGRPOTorchLearner._uncompiled_update`): each module's minibatch is
+GPU-scale update (:meth:`ATGRPOTorchLearner.update_step`, RLlib's ``_uncompiled_update``): each module's minibatch is
 split into micro-batches of at most ``config.micro_batch_tokens`` padded tokens
-(:mod:`.microbatch`; unset or 0 = one micro-batch), each micro-batch's loss is backpropagated
+(:mod:`.core.microbatch`; unset or 0 = one micro-batch), each micro-batch's loss is backpropagated
 with the minibatch's aggregation denominator, and one optimizer step applies the accumulated
 gradient (the same gradient as the full batch). With ``training.behavior_logprobs: learner``,
 ``old_logprobs`` are the learner's own, computed before the iteration's first update by
@@ -21,7 +21,8 @@ gradient (the same gradient as the full batch). With ``training.behavior_logprob
 carries the sampler's (``sampler_logprobs``: the drift metrics, and ``config.tis_cap``'s truncated importance
 weights). ``seq-mean-token-sum-norm`` divides by
 ``config.max_new_tokens`` (Dr.GRPO's constant). Optimizer state is checkpointed through
-:mod:`.tensor_codec`, so bfloat16 state survives RLlib's numpy conversion bit for bit.
+:mod:`.core.tensor_codec`, so bfloat16 state survives RLlib's numpy conversion bit for bit. The RLlib internals
+this needs (the hooks it overrides, the learner's parameter and optimizer tables) go through :mod:`._rllib`.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ import torch
 
 from ray.rllib.core.learner.torch.torch_learner import TorchLearner
 
+from . import _rllib
 from .core.loss import LossConfig
 from .core.microbatch import accumulate_loss, merge_loss_metrics, micro_batch_logprobs, micro_batch_policy_loss
 from .core.tensor_codec import decode, encode
@@ -46,6 +48,7 @@ def _inference_logprobs(module: Any, batch: dict[str, Any]) -> torch.Tensor:
     return module.forward_inference(batch)["logp"]
 
 
+@_rllib.rllib_hooks("update_step", "optimizer_state", "load_optimizer_state")
 class ATGRPOTorchLearner(TorchLearner):
     def get_parameters(self, module) -> list:
         return [p for p in module.parameters() if p.requires_grad]
@@ -70,10 +73,10 @@ class ATGRPOTorchLearner(TorchLearner):
 
     def compute_loss_for_module(self, *, module_id: str, config: Any, batch: dict[str, Any],
                                 fwd_out: dict[str, Any]) -> torch.Tensor:
-        """RLlib's loss hook: :func:`loss.policy_loss` of one module's (micro-)batch given its
-        ``forward_train`` output. :meth:`_uncompiled_update` reaches it through RLlib's
+        """RLlib's loss hook: :func:`.core.loss.policy_loss` of one module's (micro-)batch given its
+        ``forward_train`` output. :meth:`update_step` reaches it through RLlib's
         :meth:`compute_losses` once per micro-batch (the batch then carries the minibatch's aggregation
-        denominator, :data:`microbatch.DENOMINATOR_KEY`); override it to change the loss."""
+        denominator, :data:`.core.microbatch.DENOMINATOR_KEY`); override it to change the loss."""
         loss, metrics = micro_batch_policy_loss(batch, fwd_out, self.loss_config(config))
         collecting = getattr(self, "_loss_metric_parts", None)
         parts = collecting.get(module_id) if collecting is not None else None
@@ -87,21 +90,21 @@ class ATGRPOTorchLearner(TorchLearner):
                           fwd_out: Mapping[str, Any]) -> tuple[torch.Tensor, dict[str, float]]:
         """One micro-batch's loss through RLlib's ``compute_losses`` -> ``compute_loss_for_module``."""
         parts: list[dict[str, float]] = []
-        assert self._loss_metric_parts is not None  # set by _uncompiled_update around its micro-batches
+        assert self._loss_metric_parts is not None  # set by update_step around its micro-batches
         self._loss_metric_parts[module_id] = parts
         loss = self.compute_losses(fwd_out={module_id: fwd_out}, batch={module_id: sub})[module_id]
         return loss, merge_loss_metrics(parts)
 
-    def _uncompiled_update(self, batch: dict, **kwargs):
-        """Micro-batched forward/backward per module, then one optimizer step (module docstring).
+    def update_step(self, batch: dict, **kwargs):
+        """Micro-batched forward/backward per module, then one optimizer step (module docstring); RLlib's
+        ``TorchLearner._uncompiled_update`` (:func:`._rllib.rllib_hooks`).
 
         RLlib's own update runs one ``forward_train`` over the whole batch, then ``compute_losses`` and
         one backward; here each module's minibatch is split into token-bounded micro-batches and each
         goes ``forward_train`` -> ``compute_losses`` (-> :meth:`compute_loss_for_module`) -> backward,
         so the gradients accumulate to the full minibatch's before the one optimizer step."""
-        self._compute_off_policyness(batch)
-        for optim in self._optimizer_parameters:
-            optim.zero_grad(set_to_none=True)
+        _rllib.record_off_policyness(self, batch)
+        _rllib.zero_grads(self)
         losses = {}
         self._loss_metric_parts: Optional[dict[str, list[dict[str, float]]]] = {}
         try:
@@ -116,7 +119,7 @@ class ATGRPOTorchLearner(TorchLearner):
                 losses[module_id] = loss
         finally:
             self._loss_metric_parts = None
-        grads = {pid: p.grad for pid, p in self._params.items() if p.grad is not None}
+        grads = _rllib.param_grads(self)
         with contextlib.ExitStack() as stack:
             if self.config.num_learners > 1:
                 for mod in self.module.values():
@@ -130,11 +133,11 @@ class ATGRPOTorchLearner(TorchLearner):
         ``{module_id: float32 array (B, T-1)}`` aligned with each module's ``completion_mask`` (0 elsewhere).
 
         What ``training.behavior_logprobs: learner`` uses as ``old_logprobs``: each module's inference forward
-        (:func:`logprobs.completion_logprobs`, as ``forward_train`` runs it, autocast included), without
+        (:func:`.core.logprobs.completion_logprobs`, as ``forward_train`` runs it, autocast included), without
         gradients, over the micro-batches its update cuts (``config.micro_batch_tokens``), so the first
         update's forward sees the same rows and widths and its PPO ratio is 1 (bit for bit on a deterministic
         device). Under DDP (``num_learners > 1``) the unwrapped module runs alone (one learner is asked)."""
-        tensors = self._convert_batch_type(batch)
+        tensors = _rllib.tensor_batch(self, batch)
         out = {}
         for module_id, mb in tensors.policy_batches.items():
             config = self.config.get_config_for_module(module_id)
@@ -152,9 +155,13 @@ class ATGRPOTorchLearner(TorchLearner):
             out[mid] = mod.sync_state()  # type: ignore[union-attr]  # an LLMRLModule (the only module class here)
         return out
 
-    def _get_optimizer_state(self) -> dict:
-        return {name: {"module_id": self._optimizer_name_to_module[name], "state": encode(optim.state_dict())}
-                for name, optim in self._named_optimizers.items()}
+    def optimizer_state(self) -> dict:
+        """The optimizers' checkpoint state, each optimizer's ``state_dict`` through :func:`.core.tensor_codec.encode`
+        (RLlib's ``Learner._get_optimizer_state``)."""
+        return {name: {"module_id": module_id, "state": encode(optim.state_dict())}
+                for name, (module_id, optim) in _rllib.named_optimizers(self).items()}
 
-    def _set_optimizer_state(self, state: dict) -> None:
-        super()._set_optimizer_state({name: {**sd, "state": decode(sd["state"])} for name, sd in state.items()})
+    def load_optimizer_state(self, state: dict) -> None:
+        """Restore :meth:`optimizer_state` (RLlib's ``Learner._set_optimizer_state``)."""
+        _rllib.load_optimizer_state_as_rllib(
+            self, {name: {**sd, "state": decode(sd["state"])} for name, sd in state.items()})

@@ -14,7 +14,7 @@ One iteration (:meth:`ATGRPO.training_step`):
 1. the iteration's env seeds are split between the rollout workers; each plays its envs to
    the end with K candidates per (env, turn, agent) and returns every candidate;
 2. advantages are computed over the whole batch with the configured estimator and grouping
-   (:func:`advantages.compute_advantages`); zero-variance groups are dropped if asked;
+   (:func:`.core.advantages.compute_advantages`); zero-variance groups are dropped if asked;
 3. each policy's samples form that module's train batch; ``LearnerGroup.update`` takes one
    optimizer step per minibatch round (per-policy minibatch sizes), ``num_epochs`` times (with
    ``training.behavior_logprobs: learner`` the learner first recomputes the behaviour log-probs of all

@@ -10,13 +10,13 @@ layer ``torch.compile``d, :func:`core.models.compile_decoder_layers`).
   the trainable weights are kept in float32 (so small Adam updates are not rounded away) and
   the forward passes run under ``torch.autocast`` in ``dtype``. At L2 the frozen base stays in
   ``dtype``; the LoRA adapter is float32. ``master_weights=False`` trains the weights in ``dtype``.
-* Log-probs come from :func:`logprobs.completion_logprobs`: only completion positions, LM head
+* Log-probs come from :func:`.core.logprobs.completion_logprobs`: only completion positions, LM head
   in chunks of ``logprob_chunk_tokens`` rows, never a ``(batch, length, vocab)`` float32 tensor.
 * The KL reference (L1/L3) is a frozen copy kept outside the module's parameters (neither
   trained nor checkpointed) but moved with it: ``module.to(device)`` moves it too.
 
 * ``_forward_train(batch)``: per-token log-probs of ``batch["input_ids"][:, 1:]`` (and the
-  entropy when the loss uses it) — what :func:`loss.policy_loss` needs.
+  entropy when the loss uses it) — what :func:`.core.loss.policy_loss` needs.
 * ``_forward`` (inference): the same log-probs without gradients. Text generation itself is the
   generation backend's job (rollout workers), not the RLModule's.
 * State: ``get_state`` returns the *trainable* weights — the full model at L1/L3, only the

@@ -3,7 +3,7 @@
 Each :class:`RolloutWorker` holds a generation backend for all policies (built from the
 :class:`~.policies.LLMPolicySpec` s, so it serves exactly what the learner trains) and a list
 of env instances made through RLlib's env registry (``register_env``). ``sample`` plays one
-batch of env seeds to the end with :class:`~.rollout.RolloutSampler` and returns the samples,
+batch of env seeds to the end with :class:`~.core.rollout.RolloutSampler` and returns the samples,
 episode summaries and timings (generation, env stepping, sandbox).
 
 :class:`~.rollout_pool.RolloutWorkerPool` (the driver's side) runs ``n`` of them as Ray actors.

@@ -48,8 +48,8 @@ steps the candidates on the env itself), given an env whose step is a function o
 and the action (tested on Code-v0 with real sandbox runs). Threads pay off because a step
 mostly waits on sandbox processes; see benchmarks/RESULTS.md "Rollouts". The default
 ``step_workers=None`` uses 8 threads when the first candidate step of a call takes >= 2 ms
-(it ran a sandbox) and stays sequential otherwise (a pure-Python step costs ~0.05 ms; copies
-and thread hand-offs would add ~0.2 ms per candidate).
+(it ran a sandbox) and stays sequential otherwise (a pure-Python step costs less than the copies and
+thread hand-offs would add: benchmarks/RESULTS.md "Rollouts").
 
 Parallel sampling (:meth:`RolloutSampler.collect_parallel`)
 -----------------------------------------------------------

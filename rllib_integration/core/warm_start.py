@@ -10,13 +10,13 @@ Two steps, usable from a plain script:
 1. :func:`collect_demonstrations` plays expert episodes on the **train split only** and
    records, per agent step, the role's prompt (the env's own ``observe``) and the expert's
    text: a :class:`Demonstration`.
-2. :func:`warm_start` fine-tunes the policies of an :class:`~rllib_integration.backends.HFBackend`
+2. :func:`warm_start` fine-tunes the policies of an :class:`~rllib_integration.core.backends.HFBackend`
    (or of models given by path / ``(model, tokenizer)``) on them: cross-entropy on the
    completion tokens only (prompt tokens masked), each demonstration going to the policy
    its agent maps to, for every specialization level: L1 (one shared model), L2 (one base
    with a LoRA adapter per policy: only that adapter is trained), L3 (a model per policy).
    Model inputs are built exactly as the rollout sampler builds them
-   (:class:`~rllib_integration.rollout.RolloutSampler`: chat template with an optional
+   (:class:`~rllib_integration.core.rollout.RolloutSampler`: chat template with an optional
    system prompt, or raw text), and the completion is the expert's text followed by the
    end-of-sequence token, so the model learns to stop. The warm-started policies are saved
    with ``save_pretrained`` (an adapter directory per policy at L2) and load with
@@ -232,12 +232,12 @@ def warm_start(backend_or_models: Any, demos: Sequence[Demonstration], policy_ma
     """Supervised fine-tuning of each policy on the demonstrations its agents map to.
 
     Args:
-        backend_or_models: an :class:`~rllib_integration.backends.HFBackend` (its live models
+        backend_or_models: an :class:`~rllib_integration.core.backends.HFBackend` (its live models
             are trained in place, so a sampler on it samples the warm-started policies; L2:
             ``HFBackend.with_lora``), or ``{policy_id: path or (model, tokenizer)}``.
         demos: from :func:`collect_demonstrations`.
         policy_mapping: agent -> policy id (dict, callable, or one id for all agents), as for
-            :class:`~rllib_integration.rollout.RolloutSampler`.
+            :class:`~rllib_integration.core.rollout.RolloutSampler`.
         epochs, lr, batch_size, weight_decay, max_grad_norm: AdamW, one optimizer per policy
             over its trainable parameters (at L2: its adapter only), gradient norm clipped.
         chat, system_prompt: how prompts are rendered; use the settings of the RL sampler.

@@ -35,8 +35,8 @@ to a multiple of :data:`STATIC_WIDTH_MULTIPLE` tokens, and every call's batch is
 ``max_batch_size`` rows where decoding is compiled (:attr:`HFBackend.compiles_decoding`: a GPU;
 copies of its first prompt, finished after the first step and dropped from the result), so the
 compiled decoding step sees one batch shape and the cache only
-grows: transformers re-traces that step for a new (batch, cache length), ~40-80 s each on an
-H100 for SmolLM2, and a tree rollout's batch shrinks as episodes end. The compile settings are
+grows: transformers re-traces that step for a new (batch, cache length), which costs tens of
+seconds (benchmarks/RESULTS.md "GPU"), and a tree rollout's batch shrinks as episodes end. The compile settings are
 transformers' own (``dynamic=None``: after the first re-trace the cache length becomes a dynamic
 dimension, so a longer prompt later costs no further re-trace; with ``dynamic=False`` every new
 cache length re-traced, measured on an H100 in benchmarks/RESULTS.md "GPU"). A seed's samples

@@ -21,9 +21,9 @@ import time
 import traceback
 from typing import Any, Mapping, Optional, Sequence
 
+from .core import seeding
 from .core.backends.base import Completion, GenerationBackend, GenerationRequest, SamplingParams
 from .envs import make_env
-from .core import seeding
 from .quiet import install_in_worker
 from .settings import SANDBOX_KINDS, default_of
 

@@ -14,11 +14,16 @@ env's roles, model paths and, with ``--num-cpus`` or a cluster address, the reso
 ``env.modules``) names the module that registers a task of your own: it is imported here, recorded in the
 run's config.yaml (a ``.py`` path made absolute, so that ``eval``/``export``/``--resume`` find it from any
 directory) and shipped to every Ray worker (``runtime_env`` ``py_modules`` + ``worker_process_setup_hook``).
-Each iteration prints one progress line; the output directory receives ``config.yaml``,
-``metrics.jsonl``, ``metrics.csv``, TensorBoard events (Tune's ``TBXLoggerCallback``),
-``learning_curve.png``, ``checkpoint/`` and ``checkpoint_NNNN/`` (``run.checkpoint_every``, the newest
+Each iteration prints one progress line; the output directory receives ``config.yaml`` (the settings, once),
+``metrics.jsonl``, ``metrics.csv`` (a row per iteration; the eval before a warm start is iteration -1),
+TensorBoard events (Tune's ``TBXLoggerCallback``, iteration -1 too), ``transcripts.jsonl``
+(``run.transcripts_per_iteration`` sampled prompts and completions per iteration), ``learning_curve.png`` (title
+and legend from the run's settings), ``checkpoint/`` and ``checkpoint_NNNN/`` (``run.checkpoint_every``, the newest
 ``run.keep``; :mod:`rllib_integration.checkpoints`: data only, written whole or not at all). ``export`` writes
-each policy as a ``save_pretrained`` folder (:mod:`rllib_integration.export`).
+each policy as a ``save_pretrained`` folder (:mod:`rllib_integration.export`). ``run.trackers`` also logs every
+result to MLflow / W&B through Tune's own callbacks (:mod:`.run_logs`). A run ends with one summary line: held-out
+success before -> after and where the files are. ``eval`` plays its episodes in this process, without Ray, unless
+the run's workers used GPUs or vLLM or a cluster is named.
 
 A run never mixes its outputs with another's: ``train`` refuses an output directory that is not
 empty, before Ray starts, unless ``--overwrite`` is given; then, once the algorithm is built, it
@@ -56,25 +61,16 @@ __all__ = ["main", "train", "evaluate_checkpoint", "check_run_config", "check_ou
 #: What ``llm-marl train`` writes in its output directory (glob patterns): ``--overwrite`` removes these, and only
 #: these, before a new run writes there.
 RUN_OUTPUTS = ("config.yaml", "metrics.jsonl", "metrics.csv", "events.out.tfevents.*", "learning_curve.png",
+               "transcripts.jsonl", ".transcripts.jsonl.tmp",
                "checkpoint", "checkpoint_[0-9]*", ".checkpoint*.partial-*", ".checkpoint*.old-*", ".metrics.*.tmp")
 
 
 def version() -> str:
-    """The version of the installed ``llm-marl`` distribution, else the one in the source tree's pyproject.toml."""
-    from importlib.metadata import PackageNotFoundError
-    from importlib.metadata import version as dist_version
+    """The version of the installed ``llm-marl`` distribution, else the one in the source tree's pyproject.toml
+    (:func:`sandboxes.version.distribution_version`)."""
+    from sandboxes.version import distribution_version
 
-    try:
-        return dist_version("llm-marl")
-    except PackageNotFoundError:
-        pass
-    import tomllib
-
-    try:
-        pyproject = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())
-        return str(pyproject["project"]["version"])
-    except (OSError, KeyError, tomllib.TOMLDecodeError):
-        return "unknown"
+    return distribution_version()
 
 
 class _VersionAction(argparse.Action):
@@ -108,7 +104,8 @@ def _parser() -> argparse.ArgumentParser:
                                      "never one that happens to run on this machine)")
     t.add_argument("--overwrite", action="store_true",
                    help="reuse a non-empty output directory: a previous run's files there (config.yaml, metrics, "
-                        "TensorBoard events, learning_curve.png, checkpoint*/) are removed, others kept")
+                        "TensorBoard events, transcripts.jsonl, learning_curve.png, checkpoint*/) are removed, "
+                        "others kept")
     t.add_argument("--num-cpus", type=int, default=None,
                    help="CPUs for the local Ray instance (default: all; not with RAY_ADDRESS)")
     t.add_argument("--quiet", action="store_true", help="no progress lines or bars")
@@ -278,43 +275,6 @@ def _start_ray(modules: Sequence[str], num_cpus: Optional[int], progress: bool =
     return True
 
 
-class _TensorBoard:
-    """TensorBoard events of a CLI run, written by Tune's own ``TBXLoggerCallback`` (same tags as Tune runs)."""
-
-    def __init__(self, logdir: Path, replay: Sequence[dict] = ()):
-        """``replay``: the metrics rows of a resumed run up to its checkpoint: its event files are written
-        again from them (so nothing after the checkpoint, and nothing twice)."""
-        from ray.tune.logger import TBXLoggerCallback
-
-        self.callback = TBXLoggerCallback()
-        self.trial = _TrialView(str(logdir))
-        if replay:
-            for p in logdir.glob("events.out.tfevents.*"):
-                p.unlink()
-            for row in replay:
-                if int(row.get("training_iteration", 0)) >= 0:
-                    self.write(row)
-
-    def write(self, result: dict) -> None:
-        # a stand-in with the Trial attributes the callback reads (the CLI runs no Tune trial)
-        self.callback.log_trial_result(int(result.get("training_iteration", 0)), self.trial,  # type: ignore[arg-type]
-                                       result)
-
-    def close(self) -> None:
-        self.callback.log_trial_end(self.trial)  # type: ignore[arg-type]  # the Trial stand-in above
-
-
-class _TrialView:
-    """The attributes of a Tune ``Trial`` that ``TBXLoggerCallback`` reads (one per CLI run)."""
-
-    def __init__(self, local_path: str):
-        self.local_path = local_path
-        self.evaluated_params: dict = {}
-
-    def init_local_path(self) -> None:
-        Path(self.local_path).mkdir(parents=True, exist_ok=True)
-
-
 def _eval_text(ev: dict) -> str:
     """Greedy held-out success and each role's valid ratio of an evaluation result."""
     valid = " ".join(f"{a}:valid={m.get('valid_ratio', 0):.2f}" for a, m in sorted(ev.get("agents", {}).items()))
@@ -470,12 +430,14 @@ def train(config_path: Optional[str] = None, sets: Sequence[str] = (), *, num_cp
     stop it after the current iteration with a checkpoint (a second signal at once) and raise
     :class:`RunStopped` naming the command that resumes it."""
     from .checkpoints import prune
+    from .run_logs import RunLoggers, TranscriptWriter, check_trackers
 
     if resume is not None and (config_path is not None or overwrite):
         raise UsageError("--resume continues a run with its own config.yaml: give no CONFIG and no --overwrite")
     cfg = _resume_config(resume, sets) if resume is not None else load_config(config_path, list(sets))
     cfg["env"]["modules"] = resolve_modules([*cfg["env"]["modules"], *imports])
     check_run_config(cfg, num_cpus=num_cpus)
+    check_trackers(cfg["run"]["trackers"])
     out = Path(cfg["run"]["output_dir"]).expanduser()
     ckpt_from = _resume_checkpoint(out, quiet) if resume is not None else None
     if resume is None:
@@ -492,13 +454,15 @@ def train(config_path: Optional[str] = None, sets: Sequence[str] = (), *, num_cp
         torch.set_num_threads(1)
         from .algorithm import ATGRPO, ATGRPOConfig
         from .core.metrics import MetricsWriter
-        from .core.plotting import plot_learning_curve
+        from .core.plotting import curve_labels, plot_learning_curve
 
         algo_config = ATGRPOConfig.from_run_config(cfg)
         algo_config.validate()
         import yaml
 
-        need_ray = cfg["rollout"]["num_rollout_workers"] > 0 or cfg["resources"]["num_learners"] > 0
+        # W&B's Tune callback logs from a Ray actor of its own
+        need_ray = (cfg["rollout"]["num_rollout_workers"] > 0 or cfg["resources"]["num_learners"] > 0
+                    or any(t["type"] == "wandb" for t in cfg["run"]["trackers"]))
         # progress bars only on a terminal: redirected, each redraw would be another (huge) line of the log
         bars = not quiet and (progress_bars or sys.stderr.isatty())
         if need_ray:
@@ -525,7 +489,8 @@ def train(config_path: Optional[str] = None, sets: Sequence[str] = (), *, num_cp
                              f"llm-marl: stopped by {name} during set-up; resume with: llm-marl train --resume {out}"
                              ) from None
         raise
-    tb: Optional[_TensorBoard] = None
+    tb: Optional[RunLoggers] = None
+    transcripts: Optional[TranscriptWriter] = None
     start = int(algo.iteration)
     saved: Optional[int] = start if ckpt_from is not None else None
     every, keep = cfg["run"]["checkpoint_every"], cfg["run"]["keep"]
@@ -544,10 +509,11 @@ def train(config_path: Optional[str] = None, sets: Sequence[str] = (), *, num_cp
         wrote = True
         (out / "config.yaml").write_text(run_cfg)
         writer = MetricsWriter(out, resume_after=start if ckpt_from is not None else None)
-        if ckpt_from is None:
-            for p in out.glob("events.out.tfevents.*"):
-                p.unlink()
-        tb = _TensorBoard(out, replay=writer.rows if ckpt_from is not None else ())
+        tb = RunLoggers(out, trackers=cfg["run"]["trackers"], run_config=cfg, name=cfg["run"]["name"],
+                        replay=writer.rows if ckpt_from is not None else ())
+        algo.keep_transcripts = cfg["run"]["transcripts_per_iteration"]
+        if algo.keep_transcripts:
+            transcripts = TranscriptWriter(out, resume_after=start if ckpt_from is not None else None)
         if not quiet:
             how = f"resumed at iteration {start} from {ckpt_from.name}/, " if ckpt_from is not None else ""
             print(f"llm-marl: {cfg['env']['id']} {cfg['specialization']} policies={algo.policy_mapping} "
@@ -563,6 +529,7 @@ def train(config_path: Optional[str] = None, sets: Sequence[str] = (), *, num_cp
             # (iteration -1, evaluated in setup) and before RL (iteration 0).
             if ws is not None and "eval_before" in ws:
                 writer.write({"training_iteration": -1, "evaluation": ws["eval_before"]})
+                tb.write({"training_iteration": -1, "evaluation": ws["eval_before"]})
                 if not quiet:
                     print(f"[iter  -1/{iterations}] {_eval_text(ws['eval_before'])} (before the warm start)",
                           flush=True)
@@ -580,6 +547,8 @@ def train(config_path: Optional[str] = None, sets: Sequence[str] = (), *, num_cp
                 checkpoint(f"checkpoint_{i:04d}")  # before its metrics row: rows never run ahead of checkpoints
             writer.write(result)
             tb.write(result)
+            if transcripts is not None:
+                transcripts.write(algo.last_transcripts)
             if not quiet:
                 print(_progress(i, iterations, result), flush=True)
             signals.in_step = False
@@ -592,8 +561,7 @@ def train(config_path: Optional[str] = None, sets: Sequence[str] = (), *, num_cp
         if saved != iterations or not (out / "checkpoint").exists():
             checkpoint("checkpoint")
         signals.in_step = False
-        png = plot_learning_curve(writer.rows, out / "learning_curve.png",
-                                  title=f"{cfg['env']['id']} ({cfg['specialization']}, {cfg['run']['name']})")
+        png = plot_learning_curve(writer.rows, out / "learning_curve.png", labels=curve_labels(cfg))
         if signals.signum is not None:
             raise RunStopped(signals.signum)
     except RunStopped as e:
@@ -601,7 +569,7 @@ def train(config_path: Optional[str] = None, sets: Sequence[str] = (), *, num_cp
     finally:
         signals.restore()
         if tb is not None:
-            tb.close()
+            tb.close(failed=sys.exc_info()[0] is not None)
         algo.stop()
         if started_ray:
             ray.shutdown()
@@ -612,7 +580,29 @@ def train(config_path: Optional[str] = None, sets: Sequence[str] = (), *, num_cp
                "wall_s": time.perf_counter() - t0}
     if not quiet:
         print(json.dumps({k: v for k, v in summary.items() if k != "success_rate"}, indent=1))
+        print(closing_line(writer.rows, summary, transcripts=transcripts), flush=True)
     return summary
+
+
+def closing_line(rows: Sequence[dict], summary: dict, *, transcripts: Any = None) -> str:
+    """The last line of ``llm-marl train``: held-out success before -> after (the first and last eval rows; the
+    training success where the run evaluated nothing) and where the files are."""
+    ev = [(int(r.get("training_iteration", 0)), r["evaluation/success_rate"]) for r in rows
+          if "evaluation/success_rate" in r]
+    if len(ev) >= 2:
+        what = f"held-out success {ev[0][1]:.3f} -> {ev[-1][1]:.3f} (iteration {ev[0][0]} -> {ev[-1][0]})"
+    elif ev:
+        what = f"held-out success {ev[0][1]:.3f} (iteration {ev[0][0]})"
+    else:
+        train = [r["success_rate"] for r in rows if "success_rate" in r]
+        what = ("no held-out eval (evaluation.interval: 0); train success "
+                + (f"{train[0]:.3f} -> {train[-1]:.3f}" if train else "-"))
+    out = Path(summary["output_dir"])
+    files = [os.path.relpath(Path(summary[k]).resolve(), out.resolve()) for k in ("checkpoint", "learning_curve",
+                                                                               "metrics")]
+    files[0] += "/"
+    files += ["metrics.csv", *([transcripts.path.name] if transcripts is not None else [])]
+    return f"llm-marl: done in {summary['wall_s']:.0f}s, {what}; run directory {out}: {', '.join(files)}"
 
 
 def evaluate_checkpoint(checkpoint: str, *, episodes: Optional[int] = None, temperature: Optional[float] = None,
@@ -627,18 +617,23 @@ def evaluate_checkpoint(checkpoint: str, *, episodes: Optional[int] = None, temp
     imports = resolve_modules(imports)
     ckpt = read_checkpoint(path)  # verified before Ray starts: a damaged one is refused at once
     config = algorithm_config(ckpt, imports)
-    import ray
     import torch
 
     torch.set_num_threads(1)
     from ._rllib import unfrozen
     from .algorithm import ATGRPO
 
-    started = _start_ray(config.env_modules, num_cpus)
+    in_process = evaluates_in_process(config)
+    if in_process:  # the same greedy episodes, without Ray's start and an actor's
+        config.num_rollout_actors = 0
+        config.num_learners = 0
+    started = False if in_process else _start_ray(config.env_modules, num_cpus)
     try:
         algo = ATGRPO.from_checkpoint(path, config=config)
     except BaseException:
         if started:
+            import ray
+
             ray.shutdown()
         raise
     try:
@@ -652,8 +647,19 @@ def evaluate_checkpoint(checkpoint: str, *, episodes: Optional[int] = None, temp
     finally:
         algo.stop()
         if started:
+            import ray
+
             ray.shutdown()
     return result
+
+
+def evaluates_in_process(config: Any) -> bool:
+    """Whether ``llm-marl eval`` plays the eval episodes in its own process, without Ray (rollout and learner
+    local; ``--num-cpus`` is then moot): unless a cluster is named (``--address``/``RAY_ADDRESS``), or the run's
+    rollout workers or learners use GPUs or its rollouts another backend than Hugging Face's (those run as the
+    training run ran them). Eval gives the same episodes either way (tests/rllib_integration/test_run_logs.py)."""
+    return (cluster_address() is None and config.generation_backend == "hf"
+            and not float(config.num_gpus_per_rollout_worker) and not float(config.num_gpus_per_learner))
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

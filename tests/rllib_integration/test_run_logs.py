@@ -1,9 +1,12 @@
 """Logs researchers use (issue 33): experiment trackers through Tune's own callbacks (a real MLflow file store read
 back), TensorBoard with the pre-warm-start eval (iteration -1), a bounded transcripts file, the config written once
-and not per metrics row, and a clear error for a tracker whose package is missing."""
+and not per metrics row, and a clear error for a tracker whose package is missing; then all of it end to end from
+``llm-marl train`` on a tiny run with a warm start (the plot labelled from the settings, one closing summary line),
+and ``llm-marl eval`` without Ray giving the same result as through Ray actors."""
 
 import json
 import struct
+import sys
 from types import SimpleNamespace
 
 import pytest
@@ -124,3 +127,128 @@ def test_transcripts_are_bounded_and_spread_over_the_roles(tmp_path):
         1, 1, 2, 2]
     TranscriptWriter(tmp_path, resume_after=1)  # a resumed run keeps the lines up to its checkpoint
     assert [json.loads(x)["iteration"] for x in (tmp_path / "transcripts.jsonl").read_text().splitlines()] == [1, 1]
+
+
+# ------------------------------------------------------------------ end to end: llm-marl train, eval
+#: a tiny run with a warm start (so eval at iterations -1 and 0) and eval after its 2 iterations
+TINY = ["--iterations", "2", "--set", "rollout.num_rollout_workers=0", "--set", "rollout.envs_per_iteration=2",
+        "--set", "sampling.k=2", "--set", "sampling.max_new_tokens=4", "--set", "warm_start.episodes=2",
+        "--set", "warm_start.epochs=1", "--set", "warm_start.heldout_episodes=0", "--set", "evaluation.interval=2",
+        "--set", "evaluation.num_episodes=4", "--set", "run.transcripts_per_iteration=3",
+        "--set", "env.config={size: 2, obstacle_density: 0.0, max_turns: 2, prompt_style: compact}"]
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    """One tiny CLI run with an MLflow tracker (a file store in tmp); its dir, stdout, store URI, plot labels."""
+    import os
+
+    from rllib_integration import cli
+    from rllib_integration.core import plotting
+
+    tmp = tmp_path_factory.mktemp("train_logs")
+    uri = (tmp / "mlruns").as_uri()
+    out = tmp / "run"
+    labels = []
+    real_plot = plotting.plot_learning_curve
+    mp = pytest.MonkeyPatch()
+    mp.delenv("RAY_ADDRESS", raising=False)
+    mp.setenv("MLFLOW_ALLOW_FILE_STORE", "true")  # MLflow 3 keeps its file store behind this opt-in
+    mp.setattr(plotting, "plot_learning_curve", lambda rows, path, **kw: labels.append(kw) or real_plot(rows, path,
+                                                                                                         **kw))
+    import io
+    from contextlib import redirect_stdout
+
+    buf = io.StringIO()
+    try:
+        with redirect_stdout(buf):
+            rc = cli.main(["train", "--output-dir", str(out), *TINY, "--set",
+                           f"run.trackers=[{{type: mlflow, tracking_uri: '{uri}', project: tiny}}]"])
+    finally:
+        mp.undo()
+    assert rc == 0, buf.getvalue()[-3000:]
+    assert os.environ.get("RAY_ADDRESS") is None
+    return out, buf.getvalue(), uri, labels
+
+
+def test_mlflow_store_has_every_result_of_the_run(run):
+    pytest.importorskip("mlflow")
+    from mlflow.tracking import MlflowClient
+
+    out, _, uri, _ = run
+    client = MlflowClient(tracking_uri=uri)
+    (r,) = client.search_runs([client.get_experiment_by_name("tiny").experiment_id])
+    assert r.info.status == "FINISHED"
+    steps = {m.step: m.value for m in client.get_metric_history(r.info.run_id, "evaluation/success_rate")}
+    rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+    assert steps == {row["training_iteration"]: row["evaluation/success_rate"] for row in rows
+                     if "evaluation/success_rate" in row}
+    assert sorted(steps) == [-1, 0, 2]
+    assert [m.step for m in client.get_metric_history(r.info.run_id, "success_rate")] == [1, 2]
+    assert r.data.params["warm_start/episodes"] == "2" and r.data.params["run/transcripts_per_iteration"] == "3"
+
+
+def test_tensorboard_has_iteration_minus_one(run):
+    out = run[0]
+    assert sorted({s for t, s, _ in tb_scalars(out) if t == "ray/tune/evaluation/success_rate"}) == [-1, 0, 2]
+
+
+def test_transcripts_file_is_bounded_and_has_every_role(run):
+    out = run[0]
+    rows = [json.loads(x) for x in (out / "transcripts.jsonl").read_text().splitlines()]
+    assert [r["iteration"] for r in rows] == [1, 1, 1, 2, 2, 2]
+    assert {r["agent"] for r in rows if r["iteration"] == 1} == {"tool", "executor"}
+    for r in rows:
+        assert r["prompt"] and isinstance(r["completion"], str) and isinstance(r["reward"], float)
+        assert {"policy", "valid", "group_key", "task_id", "turn"} <= set(r)
+
+
+def test_config_once_not_per_row_and_plot_labels_from_the_settings(run):
+    out, _, _, labels = run
+    header = (out / "metrics.csv").read_text().splitlines()[0].split(",")
+    assert not [k for k in header if k.startswith("config/")] and "success_rate" in header
+    assert (out / "config.yaml").is_file()
+    (kw,) = labels
+    assert kw["labels"]["title"] == "llm_marl/PlanPath-v0 (L3, at_grpo, atgrpo)"
+    assert kw["labels"]["train"] == "train (tree, best of K=2)"
+
+
+def test_one_closing_line(run):
+    out, stdout, _, _ = run
+    last = stdout.strip().splitlines()[-1]
+    rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+    ev = [r["evaluation/success_rate"] for r in rows if "evaluation/success_rate" in r]
+    assert last.startswith("llm-marl: done in ")
+    assert f"held-out success {ev[0]:.3f} -> {ev[-1]:.3f} (iteration -1 -> 2)" in last
+    assert last.endswith(f"run directory {out}: checkpoint/, learning_curve.png, metrics.jsonl, metrics.csv, "
+                         "transcripts.jsonl")
+
+
+def test_eval_runs_without_ray_and_gives_what_ray_actors_give(run, monkeypatch):
+    """The in-process eval plays the same greedy episodes as the rollout actors (everything but timings equal)."""
+    from rllib_integration import cli
+    from rllib_integration.core.metrics import flatten
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    out = run[0]
+    here = flatten(cli.evaluate_checkpoint(str(out)))
+    assert "ray" not in sys.modules or not sys.modules["ray"].is_initialized()
+    monkeypatch.setattr(cli, "evaluates_in_process", lambda config: False)
+    with monkeypatch.context() as m:  # the run's own rollout actor (as eval did before)
+        from rllib_integration import checkpoints
+
+        real = checkpoints.algorithm_config
+
+        def one_actor(*a, **kw):
+            c = real(*a, **kw)
+            c.num_rollout_actors = 1
+            return c
+
+        m.setattr(checkpoints, "algorithm_config", one_actor)
+        actors = flatten(cli.evaluate_checkpoint(str(out), num_cpus=2))
+    timing = ("time", "_s", "per_s", "throughput", "timers", "perf")
+
+    def same(d):
+        return {k: v for k, v in d.items() if not any(t in k for t in timing) and v == v}  # NaN != NaN
+
+    assert same(here) == same(actors) and here["episodes"] == 4

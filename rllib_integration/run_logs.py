@@ -18,11 +18,12 @@ Importing this module imports neither Ray nor a tracker.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
 from pathlib import Path
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Iterator, Mapping, Optional, Sequence
 
 from .core.metrics import without_config
 from .settings import ConfigError
@@ -82,6 +83,25 @@ def _tracker_callback(t: Mapping[str, Any], group: str) -> Any:
     return WandbLoggerCallback(project=project, group=t.get("group") or group, **extra)
 
 
+def _is_wandb(callback: Any) -> bool:
+    return type(callback).__name__ == "WandbLoggerCallback"
+
+
+@contextlib.contextmanager
+def _environ(values: Mapping[str, str]) -> Iterator[None]:
+    """``os.environ`` with ``values`` set for the block (unset ones given), then as it was."""
+    old = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 class RunLoggers:
     """TensorBoard events in ``logdir`` and the run's trackers, each a Tune logger callback fed every result.
 
@@ -94,21 +114,37 @@ class RunLoggers:
 
         self.trial = TrialView(str(logdir), run_config, name)
         self.callbacks: list[Any] = [TBXLoggerCallback()]
-        self.callbacks += [_tracker_callback(t, group=Path(logdir).name) for t in trackers]
-        for cb in self.callbacks:
-            cb.setup()
+        TBXLoggerCallback.setup(self.callbacks[0])
+        for t in trackers:
+            cb = _tracker_callback(t, group=Path(logdir).name)
+            # Tune's W&B callback asks for an API key in setup unless WANDB_MODE says offline/disabled; the mode
+            # given here is the run's WANDB_MODE for that check (its logging actor gets it as wandb.init's mode)
+            with _environ({"WANDB_MODE": t["mode"]} if t["type"] == "wandb" and t.get("mode") else {}):
+                cb.setup()
+            self.callbacks.append(cb)
         for p in Path(logdir).glob("events.out.tfevents.*"):
             p.unlink()
         for cb in self.callbacks:
             cb.log_trial_start(self.trial)
+        self._held: dict[str, Any] = {}
         for row in replay:
             self.write(row)
 
     def write(self, result: Mapping[str, Any]) -> None:
-        """One result (nested or flat with ``/``): iteration -1 (before a warm start) and 0 are steps too."""
+        """One result (nested or flat with ``/``): iteration -1 (before a warm start) and 0 are steps too, except
+        for W&B, whose steps cannot go below 0 (a run that logs step -1 writes nothing at all): there the result of
+        iteration -1 is logged with the next one, under ``before_warm_start/`` (``before_warm_start/evaluation/
+        success_rate`` at step 0)."""
         result = without_config(result)
+        it = int(result.get("training_iteration", 0))
         for cb in self.callbacks:
-            cb.log_trial_result(int(result.get("training_iteration", 0)), self.trial, result)
+            r = result
+            if _is_wandb(cb):
+                if it < 0:
+                    self._held = {"before_warm_start": {k: v for k, v in result.items() if k != "training_iteration"}}
+                    continue
+                r, self._held = {**result, **self._held}, {}
+            cb.log_trial_result(it, self.trial, r)
 
     def close(self, failed: bool = False) -> None:
         """End the trial in every callback (MLflow: the run FINISHED or FAILED; W&B: its run finished)."""

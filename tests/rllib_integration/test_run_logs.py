@@ -252,3 +252,54 @@ def test_eval_runs_without_ray_and_gives_what_ray_actors_give(run, monkeypatch):
         return {k: v for k, v in d.items() if not any(t in k for t in timing) and v == v}  # NaN != NaN
 
     assert same(here) == same(actors) and here["episodes"] == 4
+
+
+def _wandb_records(path):
+    """The records of a W&B run file (``run-*.wandb``: a LevelDB-style log of ``wandb_internal_pb2.Record``s, 32 KiB
+    blocks of chunks with a 7-byte header; the file opens with 7 bytes ``:W&B`` + magic + version)."""
+    from wandb.proto import wandb_internal_pb2
+
+    data = path.read_bytes()
+    assert data[:4] == b":W&B"
+    out, buf, pos = [], b"", 7
+    while pos + 7 <= len(data):
+        if 32768 - pos % 32768 < 7:  # a block's padding
+            pos += 32768 - pos % 32768
+            continue
+        _crc, n, kind = struct.unpack("<IHB", data[pos:pos + 7])
+        buf += data[pos + 7:pos + 7 + n]
+        pos += 7 + n
+        if kind in (1, 4):  # a full record, or the last chunk of one
+            rec = wandb_internal_pb2.Record()
+            rec.ParseFromString(buf)
+            out.append(rec)
+            buf = b""
+    return out
+
+
+def test_wandb_offline_run_gets_every_result(tmp_path, monkeypatch):
+    """W&B in offline mode (no account) through Tune's WandbLoggerCallback and its Ray logging actor: the run file
+    holds every result, the eval before the warm start under before_warm_start/ at step 0 (W&B steps cannot be -1:
+    a run that logs one writes nothing)."""
+    pytest.importorskip("wandb")
+    import ray
+
+    monkeypatch.delenv("WANDB_MODE", raising=False)
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    started = not ray.is_initialized()
+    if started:
+        ray.init(address="local", num_cpus=1, include_dashboard=False)
+    try:
+        cfg = load_config(None, ["run.trackers=[{type: wandb, mode: offline, project: p1}]"])
+        logs = RunLoggers(tmp_path, trackers=cfg["run"]["trackers"], run_config=cfg, name="tiny")
+        for r in RESULTS:
+            logs.write(r)
+        logs.close()
+    finally:
+        if started:
+            ray.shutdown()
+    (f,) = tmp_path.glob("wandb/offline-run-*/run-*.wandb")  # in the run directory
+    history = [{("/".join(i.nested_key) or i.key): json.loads(i.value_json) for i in rec.history.item}
+               for rec in _wandb_records(f) if rec.WhichOneof("record_type") == "history"]
+    assert [(h["_step"], h.get("evaluation/success_rate"), h.get("before_warm_start/evaluation/success_rate"),
+             h.get("success_rate")) for h in history] == [(0, 0.25, 0.0, None), (1, None, None, 0.5)]

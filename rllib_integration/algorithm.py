@@ -217,13 +217,12 @@ class ATGRPO(Algorithm):
         own); ``imports``: modules that register a task of your own, besides the ``env.modules`` it names
         (checked: absolute paths outside the checkpoint's run directory, or module names). The warm start is
         part of the checkpointed weights, so setup skips it."""
-        from .checkpoints import algorithm_config, read_checkpoint
-        from .export import find_checkpoint
+        from .checkpoints import algorithm_config, find_checkpoint, read_checkpoint
 
         if filesystem is not None:
             raise ValueError("ATGRPO.from_checkpoint reads local checkpoints only (filesystem= is not supported)")
         ckpt = read_checkpoint(find_checkpoint(getattr(path, "path", path)))
-        cfg = config if config is not None else algorithm_config(ckpt, imports)
+        cfg = config if config is not None else algorithm_config(ckpt, imports, config_cls=ATGRPOConfig)
         token = _RESTORING.set(True)
         try:
             algo = cfg.build_algo()

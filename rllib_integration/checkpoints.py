@@ -37,8 +37,8 @@ import numpy as np
 from .settings import UsageError
 
 __all__ = ["CheckpointError", "Checkpoint", "FORMAT", "MARKER", "write_checkpoint", "read_checkpoint",
-           "is_checkpoint", "checkpoints_of", "newest_checkpoint", "prune", "encode_state", "decode_state",
-           "fsync_write", "check_module_paths"]
+           "find_checkpoint", "is_checkpoint", "checkpoints_of", "newest_checkpoint", "prune", "encode_state",
+           "decode_state", "fsync_write", "check_module_paths"]
 
 #: the format named in every marker; a reader refuses any other
 FORMAT = "llm-marl-checkpoint/1"
@@ -404,6 +404,47 @@ def _check_env_entry(env: Any, modules: Sequence[str], where: str) -> None:
                               "registered id")
 
 
+def find_checkpoint(path: str | os.PathLike) -> Path:
+    """A run directory of ``llm-marl train`` (its newest complete checkpoint by iteration: ``checkpoint/`` of a
+    finished run, else a ``checkpoint_NNNN/``) or a checkpoint directory -> the checkpoint. Only complete
+    checkpoints (with their :data:`~.checkpoints.MARKER`) count; nothing is loaded here.
+
+    Raises :class:`~.settings.UsageError` saying what ``path`` is instead (missing, a file, a run without
+    a checkpoint yet, an incomplete or pickle checkpoint, a folder of runs) and what to give."""
+    p = Path(path).expanduser()
+    if is_checkpoint(p):
+        return p.resolve()
+    newest = newest_checkpoint(p)  # checkpoint/ of a finished run; of a resumed one stopped later, a newer one
+    if newest is not None:
+        return newest.resolve()
+    if is_checkpoint(p / "checkpoint"):  # a marker without its iteration: reading it says what is wrong
+        return (p / "checkpoint").resolve()
+    give = "give the output directory of llm-marl train (e.g. runs/default) or its checkpoint/"
+    if not p.exists():
+        raise UsageError(f"{str(p)!r} does not exist; {give}")
+    if not p.is_dir():
+        raise UsageError(f"{str(p)!r} is a file, not a run directory; {give}")
+    for cand in (p, p / "checkpoint"):
+        if (cand / "class_and_ctor_args.pkl").exists():
+            raise CheckpointError(f"{str(cand)!r} is a pickle checkpoint (RLlib's format, or an older llm-marl): "
+                                  f"it is not loaded, since unpickling a file can run any code; checkpoints of "
+                                  f"this llm-marl are data ({MARKER}, state.json, tensors.safetensors)")
+    if (p / "config.yaml").is_file():
+        partial = (p / "checkpoint").is_dir() or any(p.glob("checkpoint_[0-9]*"))
+        raise UsageError(f"{str(p)!r} holds a run of llm-marl train without a complete checkpoint ("
+                         + ("its checkpoint folders lack their completion marker: the writes did not finish"
+                            if partial else "the run stopped early or is still running")
+                         + "); resume it with `llm-marl train --resume DIR` once it has one, or give a run that "
+                         "finished")
+    runs = sorted({str(d.parent if d.name == "checkpoint" else d)
+                   for d in [*p.glob("*/checkpoint"), *p.glob("*")] if d.is_dir() and is_checkpoint(d)})
+    if runs:
+        more = f" (and {len(runs) - 3} more)" if len(runs) > 3 else ""
+        raise UsageError(f"{str(p)!r} is a folder of runs, not a run; give one of them: {', '.join(runs[:3])}{more}")
+    raise UsageError(f"{str(p)!r} is neither a run directory of llm-marl train (no checkpoint/ in it) nor a "
+                     f"checkpoint (no {MARKER}); {give}")
+
+
 #: set to 1 to load a checkpoint that asks for the unisolated ``local`` sandbox (your own run that used it)
 ALLOW_LOCAL_SANDBOX_ENV = "LLM_MARL_ALLOW_LOCAL_SANDBOX"
 
@@ -422,11 +463,10 @@ def _check_sandbox(c: Any, where: str) -> None:
                               f"own run, set {ALLOW_LOCAL_SANDBOX_ENV}=1 (docs/sandboxes.md \"Untrusted inputs\")")
 
 
-def algorithm_config(ckpt: Checkpoint, imports: Sequence[str] = ()) -> Any:
+def algorithm_config(ckpt: Checkpoint, imports: Sequence[str] = (), *, config_cls: Any) -> Any:
     """The ``ATGRPOConfig`` a checkpoint records (:func:`config_record`), with its task modules checked
     (:func:`check_module_paths`) and imported, ``imports`` too. Raises :class:`CheckpointError` naming the
     setting that is not one."""
-    from .algorithm import ATGRPOConfig
     from .envs import import_env_modules
     from .policies import AgentTableMapping
 
@@ -435,7 +475,7 @@ def algorithm_config(ckpt: Checkpoint, imports: Sequence[str] = ()) -> Any:
     if not isinstance(settings, dict) or not isinstance(mapping, dict) or not all(
             isinstance(k, str) and isinstance(v, str) for k, v in mapping.items()):
         raise CheckpointError(f"damaged checkpoint: {where!r} lacks its settings or policy mapping")
-    c = ATGRPOConfig()
+    c = config_cls()  # ATGRPOConfig (passed in: this module does not import the algorithm's)
     known = c.__dict__
     for k, v in settings.items():
         if k not in known or k.startswith("__") or not _plain(known[k]):
@@ -450,5 +490,5 @@ def algorithm_config(ckpt: Checkpoint, imports: Sequence[str] = ()) -> Any:
     import_env_modules(c.env_modules)
     if mapping:
         c.multi_agent(policies=set(mapping.values()),
-                      policy_mapping_fn=AgentTableMapping(mapping))  # type: ignore[arg-type]  # called as RLlib calls it
+                      policy_mapping_fn=AgentTableMapping(mapping))  # c is Any here: ATGRPOConfig checks it
     return c

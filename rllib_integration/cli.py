@@ -609,14 +609,14 @@ def evaluate_checkpoint(checkpoint: str, *, episodes: Optional[int] = None, temp
                         num_cpus: Optional[int] = None, imports: Sequence[str] = ()) -> dict:
     """Restore an ATGRPO checkpoint (or a run directory's) and evaluate it on the eval split. The checkpoint
     is read as data (:mod:`.checkpoints`); the algorithm is rebuilt from the settings it records."""
-    from .checkpoints import algorithm_config, read_checkpoint
-    from .export import find_checkpoint
+    from .algorithm import ATGRPOConfig
+    from .checkpoints import algorithm_config, find_checkpoint, read_checkpoint
 
     path = find_checkpoint(checkpoint)
     check_ray_address()
     imports = resolve_modules(imports)
     ckpt = read_checkpoint(path)  # verified before Ray starts: a damaged one is refused at once
-    config = algorithm_config(ckpt, imports)
+    config = algorithm_config(ckpt, imports, config_cls=ATGRPOConfig)
     import torch
 
     torch.set_num_threads(1)

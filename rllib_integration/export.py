@@ -33,59 +33,11 @@ import tempfile
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
+from .checkpoints import find_checkpoint
 from .settings import UsageError
 
 __all__ = ["TrainedTeam", "Episode", "load_policy_modules", "export_policies", "find_checkpoint",
            "check_out_dir"]
-
-
-def _is_checkpoint(p: Path) -> bool:
-    from .checkpoints import is_checkpoint
-
-    return is_checkpoint(p)
-
-
-def find_checkpoint(path: str | os.PathLike) -> Path:
-    """A run directory of ``llm-marl train`` (its newest complete checkpoint by iteration: ``checkpoint/`` of a
-    finished run, else a ``checkpoint_NNNN/``) or a checkpoint directory -> the checkpoint. Only complete
-    checkpoints (with their :data:`~.checkpoints.MARKER`) count; nothing is loaded here.
-
-    Raises :class:`~.settings.UsageError` saying what ``path`` is instead (missing, a file, a run without
-    a checkpoint yet, an incomplete or pickle checkpoint, a folder of runs) and what to give."""
-    from .checkpoints import MARKER, CheckpointError, newest_checkpoint
-
-    p = Path(path).expanduser()
-    if _is_checkpoint(p):
-        return p.resolve()
-    newest = newest_checkpoint(p)  # checkpoint/ of a finished run; of a resumed one stopped later, a newer one
-    if newest is not None:
-        return newest.resolve()
-    if _is_checkpoint(p / "checkpoint"):  # a marker without its iteration: reading it says what is wrong
-        return (p / "checkpoint").resolve()
-    give = "give the output directory of llm-marl train (e.g. runs/default) or its checkpoint/"
-    if not p.exists():
-        raise UsageError(f"{str(p)!r} does not exist; {give}")
-    if not p.is_dir():
-        raise UsageError(f"{str(p)!r} is a file, not a run directory; {give}")
-    for cand in (p, p / "checkpoint"):
-        if (cand / "class_and_ctor_args.pkl").exists():
-            raise CheckpointError(f"{str(cand)!r} is a pickle checkpoint (RLlib's format, or an older llm-marl): "
-                                  f"it is not loaded, since unpickling a file can run any code; checkpoints of "
-                                  f"this llm-marl are data ({MARKER}, state.json, tensors.safetensors)")
-    if (p / "config.yaml").is_file():
-        partial = (p / "checkpoint").is_dir() or any(p.glob("checkpoint_[0-9]*"))
-        raise UsageError(f"{str(p)!r} holds a run of llm-marl train without a complete checkpoint ("
-                         + ("its checkpoint folders lack their completion marker: the writes did not finish"
-                            if partial else "the run stopped early or is still running")
-                         + "); resume it with `llm-marl train --resume DIR` once it has one, or give a run that "
-                         "finished")
-    runs = sorted({str(d.parent if d.name == "checkpoint" else d)
-                   for d in [*p.glob("*/checkpoint"), *p.glob("*")] if d.is_dir() and _is_checkpoint(d)})
-    if runs:
-        more = f" (and {len(runs) - 3} more)" if len(runs) > 3 else ""
-        raise UsageError(f"{str(p)!r} is a folder of runs, not a run; give one of them: {', '.join(runs[:3])}{more}")
-    raise UsageError(f"{str(p)!r} is neither a run directory of llm-marl train (no checkpoint/ in it) nor a "
-                     f"checkpoint (no {MARKER}); {give}")
 
 
 def check_out_dir(out_dir: str | os.PathLike, *, what: str = "OUT_DIR") -> Path:
@@ -116,11 +68,11 @@ def load_policy_modules(checkpoint: str | os.PathLike, *, imports: Sequence[str]
 
 def _load(path: Path, imports: Sequence[str]) -> tuple[dict[str, Any], Any, dict[str, str]]:
     """The policy modules of a checkpoint, its ``ATGRPOConfig`` and the agent -> policy mapping."""
-    from .algorithm import policy_module_spec
+    from .algorithm import ATGRPOConfig, policy_module_spec
     from .checkpoints import CheckpointError, algorithm_config, read_checkpoint
 
     ckpt = read_checkpoint(path)
-    config = algorithm_config(ckpt, imports)
+    config = algorithm_config(ckpt, imports, config_cls=ATGRPOConfig)
     spec, mapping, _ = policy_module_spec(config)
     multi: Any = spec.build()  # a MultiRLModule (RLlib types build() as RLModule)
     try:

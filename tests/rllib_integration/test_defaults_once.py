@@ -35,6 +35,11 @@ LEFT: dict[tuple[str, str, str], str] = {
     ("core/loss.py", "loss_denominator", "agg"): _CORE_API, ("core/loss.py", "aggregate", "agg"): _CORE_API,
     ("core/loss.py", "kl_penalty", "estimator"): _CORE_API,
     ("core/advantages.py", "compute_advantages", "estimator"): _CORE_API,
+    ("core/advantages.py", "advantages_of_samples", "estimator"): _CORE_API,
+    ("core/advantages.py", "advantages_of_samples", "filter_zero_variance"): _CORE_API,
+    **{("core/advantages.py", fn, "episodes"): "an estimator's flag (it compares K episodes of a task), not "
+       "warm_start.episodes" for fn in ("AdvantageEstimator", "register_estimator")},
+    ("core/rollout.py", "__init__", "tree_select"): _CORE_API,
     ("core/backends/base.py", "SamplingParams", "temperature"): _CORE_API,
     ("core/backends/base.py", "SamplingParams", "top_p"): _CORE_API,
     ("core/backends/base.py", "SamplingParams", "max_new_tokens"): _CORE_API,

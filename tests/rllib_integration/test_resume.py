@@ -208,3 +208,35 @@ def test_a_run_starts_its_own_ray_even_where_a_cluster_is_recorded(tmp_path, tin
         shutil.rmtree(raytmp, ignore_errors=True)
     assert proc.returncode == 0, err
     assert (run / "checkpoint" / "COMPLETE.json").is_file()
+
+
+# ------------------------------------------------------------------ SIGKILL: no handler runs
+@pytest.mark.slow
+def test_sigkill_at_any_moment_then_resume_continues_without_duplicates(tmp_path, tiny_train_args):
+    """SIGKILL gives the run no chance to finish a step or write anything: whatever it was writing (a checkpoint
+    under its temporary name, a metrics row) is left half done. ``--resume`` continues from the newest complete
+    checkpoint, rolls back rows past it, and ends with every iteration once. Three kills at different moments."""
+    from rllib_integration.checkpoints import checkpoints_of
+    from rllib_integration.cli import main
+
+    args = [*tiny_train_args, "--iterations", str(N), "--set", "run.checkpoint_every=1", "--set", "run.keep=3"]
+    run = tmp_path / "run"
+    for rows_before_kill in (2, 5, 9):
+        first = rows_before_kill == 2
+        proc = _cli(["train", "--output-dir", str(run), *args] if first else ["train", "--resume", str(run)])
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and proc.poll() is None:
+            metrics = run / "metrics.jsonl"
+            if metrics.is_file() and metrics.read_text().count("\n") >= rows_before_kill:
+                break
+            time.sleep(0.01)
+        assert proc.poll() is None, proc.communicate()
+        proc.kill()  # SIGKILL
+        proc.communicate(timeout=60)
+        done = [it for it, _ in checkpoints_of(run)]
+        assert done, "a SIGKILL left no complete checkpoint"
+    assert main(["train", "--resume", str(run)]) == 0
+    iters = [r["training_iteration"] for r in _rows(run)]
+    assert iters == list(range(1, N + 1)), iters  # none lost, none twice
+    assert (run / "checkpoint" / "COMPLETE.json").is_file()
+    assert not [p.name for p in run.iterdir() if ".partial" in p.name]  # half-written checkpoints swept

@@ -15,7 +15,7 @@ docs/adding_a_task.md.
 
 from . import _moved
 from .base import (AnyText, EnvSnapshot, LLMTeamEnv, StepOutcome, TranscriptEntry, extract_code_block,
-                   shared_sandbox, split_of, stable_hash)
+                   sandbox_fault_counts, shared_sandbox, split_of, stable_hash)
 from .registry import (NAMESPACE, PettingZooFunctions, full_id, make, make_parallel, pettingzoo_functions,
                        register_task, registered_tasks)
 from sandboxes.version import distribution_version
@@ -34,4 +34,5 @@ register_task("llm_marl/MathVerify-v0", "llm_marl_envs.math.verify:MathVerifyEnv
 
 __all__ = ["AnyText", "EnvSnapshot", "LLMTeamEnv", "NAMESPACE", "PettingZooFunctions", "StepOutcome",
            "TranscriptEntry", "extract_code_block", "full_id", "make", "make_parallel", "pettingzoo_functions",
-           "register_task", "registered_tasks", "shared_sandbox", "split_of", "stable_hash", "__version__"]
+           "register_task", "registered_tasks", "sandbox_fault_counts", "shared_sandbox", "split_of", "stable_hash",
+           "__version__"]

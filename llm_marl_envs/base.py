@@ -90,6 +90,7 @@ import re
 import string
 import threading
 import warnings
+import weakref
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Sequence
 
@@ -104,8 +105,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = [
     "ACTION_MAX_CHARS", "PROMPT_MAX_CHARS", "SPLITS", "AnyText", "EnvSnapshot", "LLMTeamEnv", "RewardShaping",
-    "StepOutcome", "TranscriptEntry", "extract_code_block", "resolve_max_turns", "shared_sandbox", "split_of",
-    "stable_hash",
+    "StepOutcome", "TranscriptEntry", "extract_code_block", "resolve_max_turns", "sandbox_fault_counts",
+    "shared_sandbox", "split_of", "stable_hash",
 ]
 
 #: Largest prompt the observation space declares (characters); also the state space's bound.
@@ -283,7 +284,36 @@ def shared_sandbox(name: str = "auto", **limits: Any) -> "Sandbox":
 
             box = sandboxes.make(name, **limits)
             _SANDBOXES[key] = box
+            _track_sandbox(box)
         return box
+
+
+#: Every sandbox an env of this process has run programs in (shared or given), held weakly: what
+#: :func:`sandbox_fault_counts` adds up.
+_USED_SANDBOXES: "weakref.WeakSet[Any]" = weakref.WeakSet()
+
+
+def _track_sandbox(box: Any) -> None:
+    try:
+        _USED_SANDBOXES.add(box)
+    except TypeError:  # an object that takes no weak reference: not counted
+        pass
+
+
+def sandbox_fault_counts() -> dict[str, int]:
+    """The infrastructure-fault counters (:data:`sandboxes.base.FAULT_COUNTERS`: ``dead_workers_replaced``,
+    ``runs_retried``, ``infrastructure_errors``, ``workers_recycled``) summed over every sandbox the envs of
+    this process use: the shared ones (:func:`shared_sandbox`) and any given to an env as ``sandbox=``, from
+    when an env first runs a program in it. Totals since each sandbox was made; a rollout worker reports the
+    difference over a batch. A sandbox that was closed and garbage-collected drops out of the sum."""
+    from sandboxes.base import FAULT_COUNTERS
+
+    totals = dict.fromkeys(FAULT_COUNTERS, 0)
+    for box in list(_USED_SANDBOXES):
+        counts = box.fault_counts() if hasattr(box, "fault_counts") else {}
+        for name in FAULT_COUNTERS:
+            totals[name] += int(counts.get(name, 0))
+    return totals
 
 
 # ---------------------------------------------------------------------------- the env
@@ -456,6 +486,8 @@ class LLMTeamEnv(AECEnv):
         """The sandbox for model-written programs, created (shared) on first use."""
         if self._sandbox is None:
             self._sandbox = shared_sandbox(self._sandbox_spec, **self._sandbox_limits)
+        else:
+            _track_sandbox(self._sandbox)  # one given as sandbox= (or unpickled): counted by sandbox_fault_counts
         return self._sandbox
 
     def run_program(self, code: str, stdin: str = "", **limits: Any) -> "ExecutionResult":

@@ -69,7 +69,7 @@ from .envs import EnvEntry, register_llm_marl_envs, resolve_env
 from .pipeline import RolloutPipeline, StreamPipeline
 from .placement import check_trial_placement, init_ray_for, trial_bundles
 from .policies import LLMPolicySpec, policy_setting, resolve_policies
-from .results import LearningSignalWatch, count_params, iteration_results, plain, wall_timings
+from .results import LearningSignalWatch, count_params, iteration_results, plain, sandbox_counters, wall_timings
 from .warm_start_stage import run_warm_start
 
 __all__ = ["ATGRPOConfig", "ATGRPO", "register", "register_llm_marl_envs", "RLLIB_ALIASES", "RLLIB_UNUSED"]
@@ -305,7 +305,8 @@ class ATGRPO(Algorithm):
         episodes = [e for p in parts for e in p["episodes"]]
         self._episode_callbacks(episodes)
         self._callback("on_sample_end", env_runner=None, metrics_logger=self.metrics, samples=samples, worker=None)
-        return {"samples": samples, "episodes": episodes, "timings": wall_timings(parts), "async": report}
+        return {"samples": samples, "episodes": episodes, "timings": wall_timings(parts), "async": report,
+                "sandbox": sandbox_counters(parts)}  # stops the run if too many episodes were dropped
 
     def _callback(self, name: str, **kwargs: Any) -> None:
         """RLlib's callback ``name`` (callback classes and ``config.callbacks(name=fn)``), in this process."""
@@ -407,6 +408,7 @@ class ATGRPO(Algorithm):
         samples = [s for p in parts for s in p["samples"]]
         episodes = [e for p in parts for e in p["episodes"]]
         out = episode_metrics(episodes)
+        out["sandbox"] = sandbox_counters(parts, what="evaluation")
         agents = sorted({s.agent for s in samples})
         out["agents"] = {a: {"valid_ratio": float(np.mean([s.valid for s in samples if s.agent == a])),
                              "reward_mean": float(np.mean([s.reward for s in samples if s.agent == a]))}

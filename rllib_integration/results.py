@@ -14,7 +14,8 @@ from .core.metrics import rollout_metrics
 
 __all__ = ["iteration_results", "LearningSignalWatch", "no_signal_message", "NO_SIGNAL_WARN_ITERATIONS",
            "ROLE_STARVED_WARN_ITERATIONS", "RoleWithoutSamplesWarning", "role_starved_message", "wall_timings",
-           "count_params", "plain"]
+           "count_params", "plain", "sandbox_counters", "SANDBOX_COUNTERS", "MAX_DROPPED_FRACTION",
+           "SandboxFaultError"]
 
 logger = logging.getLogger(__name__)
 
@@ -22,6 +23,40 @@ logger = logging.getLogger(__name__)
 NO_SIGNAL_WARN_ITERATIONS = 3
 #: iterations in a row in which a role got no sample after which the run warns (see ``role_starved_message``)
 ROLE_STARVED_WARN_ITERATIONS = 3
+#: the ``sandbox/*`` counters of a result: the sandboxes' infrastructure faults (``sandboxes.base.FAULT_COUNTERS``)
+#: in the rollout workers during the batch, and the episodes dropped for one
+SANDBOX_COUNTERS = ("dead_workers_replaced", "runs_retried", "infrastructure_errors", "workers_recycled",
+                    "dropped_episodes")
+#: a batch whose dropped episodes are more than this share of its episodes stops the run (:class:`SandboxFaultError`)
+MAX_DROPPED_FRACTION = 0.5
+
+
+class SandboxFaultError(RuntimeError):
+    """Too many episodes of a batch were dropped for sandbox infrastructure faults: the run stops."""
+
+
+def sandbox_counters(parts: Sequence[Mapping[str, Any]], *, what: str = "training",
+                     max_dropped_fraction: float = MAX_DROPPED_FRACTION) -> dict[str, int]:
+    """The ``sandbox/*`` counters of a batch: each counter of :data:`SANDBOX_COUNTERS` summed over its parts (the
+    rollout workers' results, ``part["sandbox"]``). Raises :class:`SandboxFaultError`, naming the fault, when the
+    dropped episodes are more than ``max_dropped_fraction`` of the batch's episodes (kept + dropped): sandboxes
+    that keep losing their workers are a broken machine, not something to train around."""
+    out = dict.fromkeys(SANDBOX_COUNTERS, 0)
+    for p in parts:
+        for name, n in (p.get("sandbox") or {}).items():
+            out[name] = out.get(name, 0) + int(n)
+    dropped = out["dropped_episodes"]
+    total = dropped + sum(len(p.get("episodes", ())) for p in parts)
+    if dropped and dropped > max_dropped_fraction * total:
+        first: Mapping[str, Any] = next((d for p in parts for d in p.get("dropped", ())), {})
+        raise SandboxFaultError(
+            f"{what}: {dropped} of {total} episodes of this batch were dropped for a sandbox infrastructure fault "
+            f"(sandboxes.SandboxInfrastructureError: the sandbox lost its worker under a program, also on the fresh "
+            f"workers it retried on), more than {max_dropped_fraction:.0%}; the run stops rather than train on what "
+            f"is left. First: env {first.get('env_idx')} (task {first.get('task_id')!r}), turn {first.get('turn')}, "
+            f"{first.get('agent')}'s step: {first.get('error')}. Counters: {out}. Check the machine (memory: the "
+            "kernel's OOM killer, dmesg; bubblewrap; the sandbox's processes) and see docs/sandboxes.md.")
+    return out
 
 
 class RoleWithoutSamplesWarning(UserWarning):
@@ -80,7 +115,8 @@ def no_signal_message(cfg: Any, result: Mapping[str, Any], streak: int) -> str:
 
 def iteration_results(batch: dict[str, Any], adv: np.ndarray, gids: np.ndarray, keep: np.ndarray,
                       learner_metrics: dict[str, Any], num_updates: int, times: dict[str, float]) -> dict[str, Any]:
-    """One iteration's result from its batch (``samples``, ``episodes``, ``timings`` of :func:`wall_timings`),
+    """One iteration's result from its batch (``samples``, ``episodes``, ``timings`` of :func:`wall_timings`, and
+    ``sandbox``: :func:`sandbox_counters`, reported as ``sandbox/*``),
     its advantages/groups/keep mask, the learner's metrics per policy and the phase times."""
     samples, episodes, timings = batch["samples"], batch["episodes"], batch["timings"]
     out = rollout_metrics(samples, adv, gids, keep, episodes)
@@ -97,6 +133,7 @@ def iteration_results(batch: dict[str, Any], adv: np.ndarray, gids: np.ndarray, 
                          "tokens_per_s": float(n_tok / gen_sum) if gen_sum else 0.0,
                          "samples": len(samples), "samples_trained": int(keep.sum())}
     out["env_runners"] = {"episode_return_mean": out.get("episode_return_mean", 0.0), "num_episodes": len(episodes)}
+    out["sandbox"] = dict(batch.get("sandbox") or dict.fromkeys(SANDBOX_COUNTERS, 0))
     return out
 
 

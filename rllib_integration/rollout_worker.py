@@ -4,7 +4,9 @@ Each :class:`RolloutWorker` holds a generation backend for all policies (built f
 :class:`~.policies.LLMPolicySpec` s, so it serves exactly what the learner trains) and a list
 of env instances made through RLlib's env registry (``register_env``). ``sample`` plays one
 batch of env seeds to the end with :class:`~.core.rollout.RolloutSampler` and returns the samples,
-episode summaries and timings (generation, env stepping, sandbox).
+episode summaries and timings (generation, env stepping, sandbox), and the sandbox counters of the batch
+(``sandbox``: the infrastructure faults of the process's sandboxes during it, and ``dropped_episodes``,
+the episodes dropped for one, described in ``dropped``; the driver sums them: ``results.sandbox_counters``).
 
 :class:`~.rollout_pool.RolloutWorkerPool` (the driver's side) runs ``n`` of them as Ray actors.
 """
@@ -149,6 +151,20 @@ def with_sandbox(env_config: Mapping[str, Any], kind: str) -> dict:
     if limits:
         cfg["sandbox_limits"] = limits
     return cfg
+
+
+def _sandbox_part(before: Mapping[str, int], dropped: Sequence[Any],
+                  env_offset: int = 0) -> tuple[dict[str, Any], dict[str, int]]:
+    """A result's ``sandbox`` counters (those of this process's sandboxes since ``before``, an earlier
+    ``llm_marl_envs.sandbox_fault_counts()``, plus the ``dropped`` episodes) and its ``dropped`` records; and
+    the counts now (the next ``before``)."""
+    from llm_marl_envs import sandbox_fault_counts
+
+    now = sandbox_fault_counts()
+    counts = {k: max(0, int(v) - int(before.get(k, 0))) for k, v in now.items()}  # a collected sandbox drops out
+    counts["dropped_episodes"] = len(dropped)
+    return {"sandbox": counts,
+            "dropped": [{**dataclasses.asdict(d), "env_idx": d.env_idx + env_offset} for d in dropped]}, now
 
 
 class _TimedBackend(GenerationBackend):
@@ -344,9 +360,12 @@ class RolloutWorker:
 
     def _sample(self, seeds: Sequence[int], *, sampling_seed: int, env_offset: int, split: str, mode: str, k: int,
                 temperature: Optional[float]) -> dict[str, Any]:
+        from llm_marl_envs import sandbox_fault_counts
+
         from .core.rollout import GroupKey
 
         t0 = time.perf_counter()
+        faults = sandbox_fault_counts()  # process-wide: the in-process worker and a Ray actor alike
         envs = self._env_list(split, len(seeds))
         for env in envs:
             getattr(env, "unwrapped", env)._llm_marl_sandbox_s = 0.0
@@ -381,7 +400,8 @@ class RolloutWorker:
                 "weights_version": self.weights_version,
                 "timings": {"rollout_s": total, "generate_s": self.backend.gen_s, "sandbox_s": sandbox,
                             "env_s": max(0.0, total - self.backend.gen_s - sandbox),
-                            "tokens": self.backend.tokens, "generate_calls": self.backend.calls}}
+                            "tokens": self.backend.tokens, "generate_calls": self.backend.calls},
+                **_sandbox_part(faults, sampler.last_dropped, env_offset)[0]}
 
     # -- streaming (training.streaming) -------------------------------------------------------------------
     def streaming(self) -> bool:
@@ -440,18 +460,23 @@ class RolloutWorker:
             envs[slot].reset(seed=seeds(n))
             return n, envs[slot]
 
+        from llm_marl_envs import sandbox_fault_counts
+
         self._stream_gen_s = 0.0
         t0 = time.perf_counter()
+        faults = sandbox_fault_counts()
         try:
             for fin in self._sampler(sampling_seed, k).stream(next_env, slots, mode=mode, round_guard=self._round):
                 # the time since the previous finished env: its share of the worker's rounds
                 now = time.perf_counter()
                 gen, self._stream_gen_s = self._stream_gen_s, 0.0
                 tokens = sum(len(s.completion_token_ids) for s in fin.samples)
+                faulted, faults = _sandbox_part(faults, fin.dropped)  # the faults since the previous finished env
                 part = {"samples": fin.samples, "episodes": fin.episodes, "worker_index": self.worker_index,
                         "weights_version": min((s.policy_version for s in fin.samples), default=self.weights_version),
                         "timings": {"rollout_s": now - t0, "generate_s": gen, "sandbox_s": 0.0,
-                                    "env_s": max(0.0, now - t0 - gen), "tokens": tokens, "generate_calls": 0}}
+                                    "env_s": max(0.0, now - t0 - gen), "tokens": tokens, "generate_calls": 0},
+                        **faulted}
                 t0 = now
                 if not _put(out, part, stop):
                     return

@@ -56,12 +56,23 @@ Parallel sampling (:meth:`RolloutSampler.collect_parallel`)
 ``K`` independent episodes per task (deep copies of each env), one sample per step; the
 samples of the K episodes of env ``e`` at (turn, agent) share the key
 ``(task_id, e, turn, agent)`` — the usual GRPO grouping across episodes.
+
+Sandbox infrastructure faults: dropped, never scored
+----------------------------------------------------
+When stepping raises :class:`sandboxes.SandboxInfrastructureError` (the sandbox lost its worker
+under a program, also on the fresh workers it retried it on: the program's outcome is unknown),
+the episode it belongs to is dropped: tree mode, the env whose candidate it was; parallel mode,
+that one episode. None of its samples are returned (those of earlier turns neither), it has no
+:class:`EpisodeSummary` (no return, no success), a :class:`DroppedEpisode` goes to
+:attr:`RolloutSampler.last_dropped` (streaming: :attr:`FinishedEnv.dropped`), a warning is
+logged, and the other envs play on. Any other exception from an env's code propagates.
 """
 
 from __future__ import annotations
 
 import contextlib
 import copy
+import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -69,11 +80,15 @@ from typing import Any, Callable, ContextManager, Iterator, Mapping, NamedTuple,
 
 import numpy as np
 
+from sandboxes import SandboxInfrastructureError
+
 from . import seeding
 from .backends.base import GenerationBackend, GenerationRequest, SamplingParams
 
-__all__ = ["GroupKey", "Sample", "EpisodeSummary", "FinishedEnv", "RolloutSampler", "TREE_SELECT", "group_ids",
-           "episode_over"]
+__all__ = ["GroupKey", "Sample", "EpisodeSummary", "DroppedEpisode", "FinishedEnv", "RolloutSampler", "TREE_SELECT",
+           "group_ids", "episode_over"]
+
+logger = logging.getLogger(__name__)
 
 
 class GroupKey(NamedTuple):
@@ -119,6 +134,18 @@ class EpisodeSummary:
     terminated: bool
     truncated: bool
     total_reward: float
+
+
+@dataclass
+class DroppedEpisode:
+    """An episode dropped because stepping it raised :class:`sandboxes.SandboxInfrastructureError`."""
+
+    env_idx: int
+    task_id: str
+    episode: int     # tree mode 0; parallel mode the episode index among the K
+    turn: int        # the turn whose step failed
+    agent: str
+    error: str       # the exception, one line
 
 
 def group_ids(samples: Sequence[Sample], by: Sequence[str] = GroupKey._fields) -> np.ndarray:
@@ -216,6 +243,8 @@ class RolloutSampler:
         self.system_prompt = system_prompt
         self.max_steps = int(max_steps)
         self.last_episodes: list[EpisodeSummary] = []
+        #: the episodes of the last ``collect_*`` call dropped for a sandbox infrastructure fault
+        self.last_dropped: list[DroppedEpisode] = []
         self._calls = 0
 
     # ------------------------------------------------------------------ helpers
@@ -278,17 +307,19 @@ class RolloutSampler:
         Episode outcomes go to :attr:`last_episodes`.
         """
         self._reset(envs, seeds)
-        samples: list[Sample] = []
+        got: list[tuple[int, Sample]] = []
         run = _Rounds(self, len(envs))
         active = [i for i, env in enumerate(envs) if not episode_over(env)]
         try:
             run.start(len(active))
             while active:
-                active = self._tree_round(envs, range(len(envs)), active, run, lambda _i, s: samples.append(s))
+                active = self._tree_round(envs, range(len(envs)), active, run, lambda i, s: got.append((i, s)))
         finally:
             run.close()
-        self.last_episodes = [self._summary(env, i, 0, run.steps[i], run.totals[i]) for i, env in enumerate(envs)]
-        return samples
+        self.last_episodes = [self._summary(env, i, 0, run.steps[i], run.totals[i]) for i, env in enumerate(envs)
+                              if i not in run.dropped]
+        self.last_dropped = list(run.dropped.values())
+        return [s for i, s in got if i not in run.dropped]
 
     def _step_candidate(self, env: Any, snap: Any, text: str, agent: str, turn_before: int) -> tuple:
         """From ``snap``, step ``text`` on ``env``: (reward, turn, task_id, valid, parts, post-step snapshot)."""
@@ -315,25 +346,36 @@ class RolloutSampler:
         outs = self.backend.generate(reqs, self._params(self.k))
         first = None
         pools, clones = run.pools, run.clones
+        failed: dict[int, SandboxInfrastructureError] = {}  # j -> the fault that drops env meta[j][0]
         if run.decide and self.step_workers > 1:
             # auto (step_workers=None): time the round's first candidate on its env; go concurrent
             # only if a step is slow enough (it waits on a sandbox) to pay for threads and copies.
             run.decide = False
             i, agent, turn_before = meta[0][0], meta[0][1], meta[0][4]
             t0 = time.perf_counter()
-            first = self._step_candidate(envs[i], snaps[0], outs[0][0].text, agent, turn_before)
+            try:
+                first = self._step_candidate(envs[i], snaps[0], outs[0][0].text, agent, turn_before)
+            except SandboxInfrastructureError as e:
+                failed[0] = e
             if time.perf_counter() - t0 >= AUTO_STEP_THRESHOLD_S and run.width * self.k > 1:
                 pools.append(ThreadPoolExecutor(self.step_workers, thread_name_prefix="llm-marl-step"))
+        stepped: list[list[Any]] = []  # per env of the round, its candidates' step results
         if not pools:
-            stepped = [[first if first is not None and j == 0 and c == 0 else
-                        self._step_candidate(envs[m[0]], snap, comp.text, m[1], m[4])
-                        for c, comp in enumerate(comps)]
-                       for j, (snap, comps, m) in enumerate(zip(snaps, outs, meta, strict=True))]
+            for j, (snap, comps, m) in enumerate(zip(snaps, outs, meta, strict=True)):
+                stepped.append(row := [])
+                if j in failed:
+                    continue
+                try:
+                    for c, comp in enumerate(comps):
+                        row.append(first if first is not None and j == 0 and c == 0 else
+                                   self._step_candidate(envs[m[0]], snap, comp.text, m[1], m[4]))
+                except SandboxInfrastructureError as e:  # the env is dropped; its other candidates need no step
+                    failed[j] = e
         else:
             futs = []
             for j, (snap, comps, (i, agent, _, _, turn_before)) in enumerate(zip(snaps, outs, meta, strict=True)):
                 fs: list[Any] = []
-                for c, comp in enumerate(comps):
+                for c, comp in enumerate(comps if j not in failed else ()):
                     if first is not None and j == 0 and c == 0:
                         fs.append(_Done(first))
                         continue
@@ -342,10 +384,21 @@ class RolloutSampler:
                         clone = clones[(i, c)] = copy.deepcopy(envs[i])
                     fs.append(pools[0].submit(self._step_candidate, clone, snap, comp.text, agent, turn_before))
                 futs.append(fs)
-            stepped = [[f.result() for f in fs] for fs in futs]
+            for j, fs in enumerate(futs):
+                stepped.append(row := [])
+                for f in fs:  # every future is waited for: no task of this round runs on after it
+                    try:
+                        row.append(f.result())
+                    except SandboxInfrastructureError as e:
+                        failed.setdefault(j, e)
         still = []
-        for comps, results, (i, agent, pid, prompt, _turn_before) in zip(outs, stepped, meta, strict=True):
+        for j, (comps, results, (i, agent, pid, prompt, turn_before)) in enumerate(zip(outs, stepped, meta,
+                                                                                        strict=True)):
             env = envs[i]
+            if j in failed:
+                run.drop(i, DroppedEpisode(ids[i], str(getattr(env, "task_id", "")), 0, turn_before, agent,
+                                           _one_line(failed[j])))
+                continue
             rewards, post, rows = [], [], []
             for comp, (reward, turn, task_id, valid, parts, after) in zip(comps, results, strict=True):
                 rewards.append(reward)
@@ -373,14 +426,15 @@ class RolloutSampler:
         """K independent episodes per env (deep copies), one sampled action per step."""
         self._reset(envs, seeds)
         copies = [(i, e, copy.deepcopy(envs[i])) for i in range(len(envs)) for e in range(self.k)]
-        samples: list[Sample] = []
+        got: list[tuple[int, Sample]] = []
         run = _Rounds(self, len(copies))
         active = [j for j, (_, _, env) in enumerate(copies) if not episode_over(env)]
         while active:
-            active = self._parallel_round(copies, range(len(envs)), active, run, lambda _i, s: samples.append(s))
+            active = self._parallel_round(copies, range(len(envs)), active, run, lambda i, s: got.append((i, s)))
         self.last_episodes = [self._summary(env, i, e, run.steps[j], run.totals[j])
-                              for j, (i, e, env) in enumerate(copies)]
-        return samples
+                              for j, (i, e, env) in enumerate(copies) if j not in run.dropped]
+        self.last_dropped = list(run.dropped.values())
+        return [s for i, s in got if i * self.k + s.candidate not in run.dropped]
 
     def _parallel_round(self, copies: Sequence[tuple[int, int, Any]], ids: Sequence[int], active: list[int],
                         run: "_Rounds", add: Callable[[int, Sample], None]) -> list[int]:
@@ -399,7 +453,12 @@ class RolloutSampler:
         for comps, (j, agent, pid, prompt, turn_before) in zip(outs, meta, strict=True):
             i, e, env = copies[j]
             comp = comps[0]
-            env.step(comp.text)
+            try:
+                env.step(comp.text)
+            except SandboxInfrastructureError as exc:  # this episode is dropped; the others play on
+                run.drop(j, DroppedEpisode(ids[i], str(getattr(env, "task_id", "")), e, turn_before, agent,
+                                           _one_line(exc)))
+                continue
             reward, turn, task_id, valid, parts = self._outcome(env, agent, turn_before)
             add(i, self._sample(prompt, comp, reward, GroupKey(task_id, ids[i], turn, agent), pid, agent,
                                 valid, e, True, parts))
@@ -436,8 +495,9 @@ class RolloutSampler:
         def finished(slot: int) -> FinishedEnv:
             js = range(slot * width, (slot + 1) * width)
             eps = [self._summary(units[j] if width == 1 else units[j][2], ids[slot], j - slot * width,
-                                 run.steps[j], run.totals[j]) for j in js]
-            return FinishedEnv(ids[slot], got[slot], eps)
+                                 run.steps[j], run.totals[j]) for j in js if j not in run.dropped]
+            kept = [s for s in got[slot] if slot * width + (s.candidate if width > 1 else 0) not in run.dropped]
+            return FinishedEnv(ids[slot], kept, eps, [run.dropped.pop(j) for j in js if j in run.dropped])
 
         def fill(slot: int) -> None:
             while (nxt := next_env(slot)) is not None:
@@ -489,6 +549,12 @@ class FinishedEnv:
     env_idx: int
     samples: list[Sample]
     episodes: list[EpisodeSummary]
+    #: its episodes dropped for a sandbox infrastructure fault (their samples and summaries are not above)
+    dropped: list[DroppedEpisode] = field(default_factory=list)
+
+
+def _one_line(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {' '.join(str(exc).split())}"
 
 
 class _Rounds:
@@ -502,6 +568,14 @@ class _Rounds:
         self.clones: dict[tuple[int, int], Any] = {}
         self.decide = False
         self.width = 0  # envs sampled at once (the concurrency test of step_workers)
+        self.dropped: dict[int, DroppedEpisode] = {}  # unit -> why its episode was dropped
+
+    def drop(self, unit: int, why: DroppedEpisode) -> None:
+        """Unit ``unit``'s episode is dropped (a sandbox infrastructure fault): logged, kept in :attr:`dropped`."""
+        self.dropped[unit] = why
+        logger.warning("dropped the episode of env %d (task %r, episode %d) at turn %d, %s's step: a sandbox "
+                       "infrastructure fault, not the model's doing, so it is neither trained on nor scored (%s)",
+                       why.env_idx, why.task_id, why.episode, why.turn, why.agent, why.error)
 
     def start(self, width: int) -> None:
         """Tree mode: with ``step_workers`` None decide at the first round; else a pool if it helps."""

@@ -65,7 +65,7 @@ import threading
 import time
 import weakref
 from concurrent.futures import Future
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 from . import _proc, _seccomp, programs
 from .base import ExecutionResult, Limits, SandboxError, WorkerLost, classify
@@ -327,7 +327,8 @@ class WarmBwrapSandbox(BwrapSandbox):
     def _reset(self) -> None:
         self._pid = os.getpid()
         self._lock = threading.Lock()
-        self._idle: queue.LifoQueue[_Worker] = queue.LifoQueue()
+        #: idle workers, and ``None`` tokens: a slot freed by a destroyed worker (wakes a caller waiting for one)
+        self._idle: queue.LifoQueue[Optional[_Worker]] = queue.LifoQueue()
         self._created = 0
         self._all: set[_Worker] = set()
         self._closed = False
@@ -346,28 +347,40 @@ class WarmBwrapSandbox(BwrapSandbox):
             self._release(w)
 
     def _checkout(self) -> _Worker:
+        """An idle worker, else a new one if a slot is free, else the next one released. A caller waiting for a
+        worker is woken when one comes back *or* when a destroyed worker frees its slot (a ``None`` token: the
+        caller then starts a worker), so a worker killed while busy never leaves a waiter blocked forever."""
         self._check_fork()
-        if self._closed:
-            raise SandboxError("this warm sandbox pool was closed")
-        try:
-            return self._idle.get_nowait()
-        except queue.Empty:
-            pass
-        with self._lock:
-            spawn = self._created < self.pool_size
-            if spawn:
-                self._created += 1
-        if not spawn:
-            return self._idle.get()
-        try:
-            w = _Worker(self)
-        except BaseException:
+        block = False
+        while True:
+            if self._closed:
+                raise SandboxError("this warm sandbox pool was closed")
+            try:
+                w = self._idle.get() if block else self._idle.get_nowait()
+            except queue.Empty:
+                w = None
+            if w is not None:
+                return w
             with self._lock:
-                self._created -= 1
-            raise
+                spawn = self._created < self.pool_size
+                if spawn:
+                    self._created += 1
+            if not spawn:
+                block = True  # every slot holds a worker: wait for one (or for a freed slot)
+                continue
+            try:
+                w = _Worker(self)
+            except BaseException:
+                self._free_slot()
+                raise
+            with self._lock:
+                self._all.add(w)
+            return w
+
+    def _free_slot(self) -> None:
         with self._lock:
-            self._all.add(w)
-        return w
+            self._created -= 1
+        self._idle.put(None)  # a caller waiting in _checkout may start a worker in this slot
 
     def _release(self, w: _Worker) -> None:
         if w.alive and not self._closed and os.getpid() == self._pid:
@@ -376,7 +389,7 @@ class WarmBwrapSandbox(BwrapSandbox):
         w.destroy()  # also when it is already dead: its bwrap, cgroup and socket go too
         with self._lock:
             self._all.discard(w)
-            self._created -= 1
+        self._free_slot()
 
     def warmup(self) -> None:
         """Start all ``pool_size`` workers now (otherwise they start on first use)."""
@@ -419,6 +432,8 @@ class WarmBwrapSandbox(BwrapSandbox):
             workers = list(self._all)
             self._all.clear()
             self._created = 0
+        for _ in range(self.pool_size):
+            self._idle.put(None)  # wake callers waiting for a worker: they see the pool closed
         for w in workers:
             if w.alive:
                 w.destroy()

@@ -137,3 +137,39 @@ def test_docker_warm_container_killed_idle_or_during_a_run(docker_pool):
     assert (r.status, r.stdout) == ("ok", "45\n"), r
     assert sb.fault_counts() == {"dead_workers_replaced": 2, "runs_retried": 1, "infrastructure_errors": 0,
                                  "workers_recycled": 0}
+
+
+def test_a_caller_waiting_for_a_worker_is_not_left_blocked_when_the_busy_one_is_killed(pool, worker_faults):
+    """Found by the sampler's drop tests: with every worker busy a caller waits for one to come back; when the busy
+    worker was killed (and not retried) nothing came back, and the caller waited forever. A destroyed worker now
+    frees its slot to a waiting caller, which starts a worker there."""
+    pool.infra_retries = 0
+    pool.warmup()
+    results: dict[str, object] = {}
+
+    def slow():
+        try:
+            results["slow"] = pool.run(SLOW_OK)
+        except SandboxInfrastructureError as e:
+            results["slow"] = e
+
+    def waiter():
+        results["waiter"] = pool.run("print(2)")
+
+    a = threading.Thread(target=slow, daemon=True)
+    a.start()
+    deadline = time.monotonic() + 10
+    while not any(len(w.host_pids()) > pool.own_processes for w in list(pool._all)):  # the only worker is busy
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    b = threading.Thread(target=waiter, daemon=True)
+    b.start()
+    time.sleep(0.3)  # b now waits for the only worker
+    with worker_faults.kill_busy(pool, times=1) as killed:
+        a.join(timeout=30)
+    b.join(timeout=30)
+    assert len(killed) == 1 and isinstance(results.get("slow"), SandboxInfrastructureError), results
+    assert not b.is_alive(), "the waiting caller was never woken"
+    r = results["waiter"]
+    assert (r.status, r.stdout) == ("ok", "2\n"), r
+    assert_no_leftovers(pool)

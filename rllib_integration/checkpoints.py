@@ -171,7 +171,14 @@ def write_checkpoint(dest: str | os.PathLike, state: Mapping[str, Any], *, confi
     elif tmp.exists():
         shutil.rmtree(tmp)
     tmp.mkdir(exist_ok=True)
-    save_file(arrays, str(tmp / TENSORS))
+    try:
+        save_file(arrays, str(tmp / TENSORS))
+    except Exception as e:  # safetensors reports an I/O failure (a full disk) as its own error: give the OSError
+        m = re.search(r"os error (\d+)", str(e))
+        if m is None:
+            raise
+        errno_ = int(m.group(1))
+        raise OSError(errno_, f"{os.strerror(errno_)}: writing {tmp / TENSORS}") from e
     with open(tmp / TENSORS, "rb+") as f:
         os.fsync(f.fileno())
     fsync_write(tmp / STATE, json.dumps(tree).encode())

@@ -499,7 +499,12 @@ def train(config_path: Optional[str] = None, sets: Sequence[str] = (), *, num_cp
     def checkpoint(name: str) -> None:
         nonlocal saved
         signals.in_step = True
-        algo.save_to_path(str((out / name).resolve()), run_config=cfg)
+        try:
+            algo.save_to_path(str((out / name).resolve()), run_config=cfg)
+        except OSError as e:  # a full disk, a quota: the half-written one is never taken for a checkpoint
+            where = f"the checkpoint of iteration {saved}" if saved is not None else "the start (no checkpoint yet)"
+            raise UsageError(f"cannot write {name}/ in {str(out)!r} ({e.strerror or e}); make room, then resume "
+                             f"from {where} with: llm-marl train --resume {out}") from None
         saved = int(algo.iteration)
         prune(out, keep)
 

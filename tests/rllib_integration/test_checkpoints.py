@@ -135,3 +135,30 @@ def test_module_paths_a_run_directory_names(tmp_path):
         ck.check_module_paths(["task.py"], inside=roots, key="k")
     with pytest.raises(ck.CheckpointError, match="neither a dotted module name"):
         ck.check_module_paths(["os; rm"], inside=roots, key="k")
+
+
+def test_a_real_full_disk_leaves_the_previous_checkpoint_whole(tmp_path):
+    """A real ENOSPC (a 1 MiB tmpfs, root only): the second, larger checkpoint does not fit; the first stays the
+    newest complete one and nothing half-written is taken for a checkpoint."""
+    import subprocess
+
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(disk)],
+                                           capture_output=True).returncode != 0:
+        pytest.skip("needs root and mount (a real full file system)")
+    try:
+        run = disk / "run"
+        run.mkdir()
+        ck.write_checkpoint(run / "checkpoint_0001", STATE, config={"settings": {}, "policy_mapping": {}},
+                            iteration=1)
+        big = {**STATE, "extra": np.ones(400_000, dtype=np.float32)}  # 1.6 MB: more than the disk holds
+        with pytest.raises(OSError) as err:
+            ck.write_checkpoint(run / "checkpoint_0002", big, config={"settings": {}, "policy_mapping": {}},
+                                iteration=2)
+        assert err.value.errno == 28, err.value  # ENOSPC, from the kernel
+        assert [it for it, _ in ck.checkpoints_of(run)] == [1]
+        assert ck.newest_checkpoint(run) == run / "checkpoint_0001"
+        assert ck.read_checkpoint(run / "checkpoint_0001").iteration == 1
+    finally:
+        subprocess.run(["umount", str(disk)], check=False)

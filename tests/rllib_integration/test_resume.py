@@ -240,3 +240,33 @@ def test_sigkill_at_any_moment_then_resume_continues_without_duplicates(tmp_path
     assert iters == list(range(1, N + 1)), iters  # none lost, none twice
     assert (run / "checkpoint" / "COMPLETE.json").is_file()
     assert not [p.name for p in run.iterdir() if ".partial" in p.name]  # half-written checkpoints swept
+
+
+# ------------------------------------------------------------------ a full disk (a real one: a small tmpfs)
+@pytest.mark.slow
+def test_a_full_disk_stops_with_one_line_and_resume_continues(tmp_path, tiny_train_args):
+    """The run's disk fills while a checkpoint is written (a 2.5 MB tmpfs; one checkpoint of this run is 1.6 MB):
+    one line says what happened and how to resume, no traceback; once there is room, ``--resume`` continues from
+    the last complete checkpoint to the end with every iteration once."""
+    from rllib_integration.cli import main
+
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2500k", "tmpfs", str(disk)],
+                                           capture_output=True).returncode != 0:
+        pytest.skip("needs root and mount (a real full file system)")
+    try:
+        run = disk / "run"
+        proc = _cli(["train", "--output-dir", str(run), *tiny_train_args, "--iterations", "6", "--set",
+                     "run.checkpoint_every=1", "--set", "run.keep=1"])
+        out, err = proc.communicate(timeout=300)
+        last = err.strip().splitlines()[-1] if err.strip() else ""
+        assert proc.returncode == 2 and "Traceback" not in err, err
+        assert "No space left on device" in last and last.endswith(f"llm-marl train --resume {run}"), last
+        subprocess.run(["mount", "-o", "remount,size=64m", str(disk)], check=True)  # room again
+        assert main(["train", "--resume", str(run)]) == 0
+        assert [r["training_iteration"] for r in _rows(run)] == list(range(1, 7))
+        assert (run / "checkpoint" / "COMPLETE.json").is_file()
+        assert not [p.name for p in run.iterdir() if ".partial" in p.name]
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=False)

@@ -1,4 +1,5 @@
-"""scripts/setup.sh installs what its caller needs (issue 33): the main job (``--train``) no Docker engine, no debootstrap.
+"""scripts/setup.sh installs what its caller needs (issue 33): the main job (``--train``) no Docker engine, no
+debootstrap.
 
 The script runs for real with a PATH of its own: the tools it reads (grep, ldconfig, id, dirname) linked from the
 machine, ``apt-get`` and the Python interpreter replaced by recorders, ``bwrap``/``dockerd``/``debootstrap`` present

@@ -146,7 +146,9 @@ def main() -> None:
                    f"{text}\n\n{note}\n\n")
         with open(RESULTS) as f:
             content = f.read()
-        pattern = re.compile(r"## Sandboxes.*?(?=^## )", re.S | re.M)
+        # the section's own text only: from its heading (at a line start) to its first subsection or the next section
+        # (its ### subsections, the history of earlier rounds, stay)
+        pattern = re.compile(r"^## Sandboxes \(`benchmarks/sandbox_bench\.py`\).*?(?=^##)", re.S | re.M)
         if pattern.search(content):
             content = pattern.sub(lambda _m: section, content, count=1)
         else:

@@ -172,6 +172,10 @@ class ATGRPO(Algorithm):
         self._module_spec, mapping, setup = policy_module_spec(cfg)
         entry, probe = setup.entry, setup.probe
         self._agents = setup.agents
+        # each role's own correctness in evaluations (roles/*): the task's role_metrics(samples) hook if its env
+        # class has one, else the tool -> executor rule of the grid tasks (core.metrics.role_correctness)
+        hook = getattr(getattr(probe, "unwrapped", probe), "role_metrics", None)
+        self._role_metrics = hook if callable(hook) else role_correctness
         self._env_entry = entry
         self._mapping, self._policy_ids_, self._specs = mapping, setup.policy_ids, setup.specs
         self.learner_group = cfg.build_learner_group(rl_module_spec=self._module_spec)
@@ -413,7 +417,7 @@ class ATGRPO(Algorithm):
         out["agents"] = {a: {"valid_ratio": float(np.mean([s.valid for s in samples if s.agent == a])),
                              "reward_mean": float(np.mean([s.reward for s in samples if s.agent == a]))}
                          for a in agents}
-        roles = role_correctness(samples)
+        roles = self._role_metrics(samples)
         if roles:
             out["roles"] = roles
         out["time_s"] = time.perf_counter() - t0

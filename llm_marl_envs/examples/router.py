@@ -158,6 +158,26 @@ class RouterEnv(LLMTeamEnv):
     def expert_text(self, agent: str) -> str:
         return "0" if agent == "router" else self.task.value
 
+    @staticmethod
+    def role_metrics(samples) -> dict:
+        """Each role's own correctness (the hook an evaluation reports as ``roles/*``; any task may define one):
+        ``router_calls`` the share of the router's steps that call the lookup agent, ``router_correct_direct``
+        the share of its direct answers that are right, ``lookup_correct`` the share of the lookup agent's
+        answers that are right, each with its count ``n_*``. ``samples``: the evaluation's samples (``agent``,
+        ``completion``, ``valid``, ``reward_parts``)."""
+        def share(xs: list) -> float:
+            return float(np.mean(xs)) if xs else float("nan")
+
+        def right(s) -> bool:
+            return float(s.reward_parts.get("team", 0.0)) >= 1.0
+
+        router = [s for s in samples if s.agent == "router" and s.valid]
+        calls = [(read_letter(s.completion) or "") in CALL for s in router]
+        direct = [right(s) for s, c in zip(router, calls, strict=True) if not c]
+        lookup = [right(s) for s in samples if s.agent == "lookup" and s.valid]
+        return {"router_calls": share(calls), "n_router": len(router), "router_correct_direct": share(direct),
+                "n_router_direct": len(direct), "lookup_correct": share(lookup), "n_lookup": len(lookup)}
+
     def render_text(self) -> str:
         table = ", ".join(f"{k}={v}" for k, v in self.task.rows)
         return f"key {self.task.key}  table [{table}]  router called lookup: {self.game_state.called}"

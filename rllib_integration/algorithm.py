@@ -47,7 +47,7 @@ import contextvars
 import dataclasses
 import time
 from collections import defaultdict
-from typing import Any, Dict, Mapping, Optional, Sequence
+from typing import Any, Callable, Dict, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -196,11 +196,21 @@ class ATGRPO(Algorithm):
                                              last_iteration=last)
         self.warm_start_metrics: Optional[dict[str, Any]] = None
         self._warm_start_reported = False
+        self._pending_warm_start: Optional[Callable[[], dict[str, Any]]] = None
         if int(cfg.warm_start.get("episodes", 0)) > 0 and not _RESTORING.get():
-            self.warm_start_metrics = run_warm_start(
-                cfg, env_entry=entry, env_config=self._worker_spec.env_config, learner_group=self.learner_group,
-                mapping=dict(mapping), model_paths={pid: s.model_path for pid, s in self._specs.items()},
-                evaluate=self.evaluate, sync_weights=self._sync_weights)
+            def warm() -> dict[str, Any]:
+                return run_warm_start(
+                    cfg, env_entry=entry, env_config=self._worker_spec.env_config, learner_group=self.learner_group,
+                    mapping=dict(mapping), model_paths={pid: s.model_path for pid, s in self._specs.items()},
+                    evaluate=self.evaluate, sync_weights=self._sync_weights)
+
+            if _rllib.tune_storage(self):
+                # a Tune trial: Tune may restore a checkpoint into it next (Tuner.restore, a failed trial
+                # retried), whose weights are warm-started already; so the warm start waits for the first step,
+                # and a restore cancels it (set_state)
+                self._pending_warm_start = warm
+            else:
+                self.warm_start_metrics = warm()
         self._totals: defaultdict[str, float] = defaultdict(float)
         # iterations in a row in which every group had zero reward variance, or a role got no samples
         self._signal = LearningSignalWatch(agents=self._agents)
@@ -383,6 +393,9 @@ class ATGRPO(Algorithm):
         return out
 
     def step(self) -> dict[str, Any]:
+        if self._pending_warm_start is not None:  # a Tune trial's first step, with nothing restored into it
+            warm, self._pending_warm_start = self._pending_warm_start, None
+            self.warm_start_metrics = warm()
         results = self.training_step()
         if self._evaluates_after(self.iteration + 1):
             results["evaluation"] = self.evaluate()
@@ -458,6 +471,7 @@ class ATGRPO(Algorithm):
         return state
 
     def set_state(self, state: Dict[str, Any]) -> None:
+        self._pending_warm_start = None  # restored weights are the ones to continue from (warm-started already)
         if COMPONENT_LEARNER_GROUP in state:
             self.learner_group.set_state(state[COMPONENT_LEARNER_GROUP])
         if "atgrpo" in state:

@@ -107,7 +107,10 @@ def test_rllib_hooks_bind_the_learner_and_algorithm_overrides(learner_group):
         assert callable(getattr(base, private)), f"this RLlib has no {base.__name__}.{private}"
         assert cls.__dict__[private] is cls.__dict__[public]
         ours, theirs = inspect.signature(getattr(cls, public)), inspect.signature(getattr(base, private))
-        assert [p for p in theirs.parameters if p != "kwargs"] == [p for p in ours.parameters if p != "kwargs"]
+        # (Ray's tracing adds `_ray_trace_ctx` to the methods of a class once it is made a Ray actor: a remote
+        # learner, in an earlier test of the same process)
+        skip = ("kwargs", "_ray_trace_ctx")
+        assert [p for p in theirs.parameters if p not in skip] == [p for p in ours.parameters if p not in skip]
     assert isinstance(Algorithm.__dict__["_get_env_id_and_creator"], staticmethod)
     assert isinstance(ATGRPO.__dict__["_get_env_id_and_creator"], staticmethod)
     # _rllib.setup_logdir_as_tune calls Trainable's: what super() in ATGRPO reaches (Algorithm has none of its own)

@@ -8,6 +8,8 @@
 #   bash benchmarks/gpu_session.sh warm      # issue 14: SmolLM2 warm start + AT-GRPO, plan-path 4x4 and sudoku 4x4
 #   bash benchmarks/gpu_session.sh async     # issue 23: synchronous vs one-step-off, SmolLM2 plan-path
 #   bash benchmarks/gpu_session.sh stream    # issue 23: synchronous vs streaming (three SmolLM2 runs do not fit one call)
+#   bash benchmarks/gpu_session.sh resume    # issues 30-31: SmolLM2 plan-path, 2 iterations, then --resume to 3
+#                                            # (safetensors checkpoints of CUDA weights, sampler drift in bf16)
 # Everything goes to $OUT (default /tmp/gpu_out); numbers are copied into benchmarks/RESULTS.md by hand.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -68,5 +70,15 @@ case "$1" in
     timeout 560 python benchmarks/async_bench.py configs/gpu/planpath_smollm2_warm.yaml --staleness 0 --streaming 1 \
       --iterations 5 --num-cpus 7 --set evaluation.interval=5 --out "$OUT/stream" 2>&1 | tee "$OUT/stream.log" | tail -n 6
     ;;
-  *) echo "usage: $0 smollm2|generate|big|learner|warm|async|stream" >&2; exit 2 ;;
+  resume)
+    d=/tmp/gpu_resume
+    timeout 250 python -m rllib_integration.cli train configs/gpu/planpath_smollm2.yaml --num-cpus 7 --output-dir $d \
+      --overwrite --iterations 2 --set run.checkpoint_every=1 --set evaluation.interval=0 > "$OUT/resume_first.log" 2>&1
+    echo "first run rc=$?"; ls "$d" > "$OUT/resume_files_first.txt"
+    timeout 200 python -m rllib_integration.cli train --resume $d --iterations 3 > "$OUT/resume_second.log" 2>&1
+    echo "resumed run rc=$?"; ls "$d" "$d/checkpoint" > "$OUT/resume_files_second.txt"
+    cp $d/{metrics.jsonl,metrics.csv,config.yaml} $d/checkpoint/COMPLETE.json "$OUT/" 2>/dev/null
+    python benchmarks/run_summary.py $d/metrics.jsonl | tee "$OUT/resume_summary.txt"
+    ;;
+  *) echo "usage: $0 smollm2|generate|big|learner|warm|async|stream|resume" >&2; exit 2 ;;
 esac

@@ -55,7 +55,7 @@ import os
 import time
 from collections import OrderedDict
 from pathlib import Path
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Mapping, NamedTuple, Optional, Sequence
 
 import torch
 
@@ -136,6 +136,15 @@ class _SampledLogprobs:
         if not self.steps:
             return torch.zeros(new_tokens.shape)
         return torch.stack(self.steps, dim=1).cpu()
+
+
+class _Batch(NamedTuple):
+    """A left-padded batch of prompts: ``n_real`` prompts, then any padding rows (static cache)."""
+
+    input_ids: torch.Tensor
+    attention_mask: torch.Tensor
+    width: int
+    n_real: int
 
 
 #: static cache: prompts are left-padded to a multiple of this width, so a compiled decoding step
@@ -330,107 +339,133 @@ class HFBackend(GenerationBackend):
     # -- internals -----------------------------------------------------------------------
     def _generate_batch(self, pid: str, prompts: list[list[int]], params: SamplingParams,
                         seed: Optional[int]) -> list[Completion]:
-        from transformers import GenerationConfig
-
-        model = self.model(pid)
-        tok = self._tokenizers[pid]
-        pad_id = tok.pad_token_id
+        """One ``model.generate`` call over ``prompts`` (token ids): pad them into a batch, configure the
+        sampling, generate (seeded), read the new tokens' log-probs, cut each row into its completion."""
+        model, tok = self.model(pid), self._tokenizers[pid]
         eos_ids = self._eos_ids(model, tok)
+        eos_set = set(eos_ids)
+        batch = self._padded_batch(prompts, tok.pad_token_id)
+        recorder = _SampledLogprobs() if self.logprobs_mode == "sampled" else None
+        kwargs = dict(input_ids=batch.input_ids.to(self.device), attention_mask=batch.attention_mask.to(self.device),
+                      generation_config=self._generation_config(tok, params, eos_ids),
+                      logits_processor=self._logits_processors(params, recorder),
+                      **self._stopping_criteria(tok, params, batch))
+        sequences = self._run_generate(model, kwargs, seed)
+        new = sequences[:, batch.width:].cpu()  # every row: the recorder's steps cover the padding rows too
+        if recorder is not None:
+            lps = recorder.finish(new)[:batch.n_real]
+        else:
+            lps = self._forward_logprobs(model, sequences[:batch.n_real], batch.attention_mask[:batch.n_real],
+                                         batch.width, eos_set)
+        return [self._completion(tok, pid, p, new[b].tolist(), lps[b].tolist(), eos_set, params.stop)
+                for b, p in enumerate(prompts)]
+
+    def _padded_batch(self, prompts: list[list[int]], pad_id: int) -> "_Batch":
+        """The prompts left-padded to one width; with the static cache, the width rounded up to a multiple of
+        :data:`STATIC_WIDTH_MULTIPLE` and, where decoding compiles, the batch filled to ``max_batch_size``
+        rows with copies of the first prompt (one shape for the compiled decode step: module docstring)."""
         width = max(len(p) for p in prompts)
-        n_real = len(prompts)
         rows = list(prompts)
         if self.static_cache:
-            # One shape for the compiled decode step: width to a multiple, batch to max_batch_size (module doc).
             width = -(-width // STATIC_WIDTH_MULTIPLE) * STATIC_WIDTH_MULTIPLE
             if self.compiles_decoding:  # on CPU nothing is compiled: extra rows would only cost time
-                rows += [prompts[0]] * max(0, self.max_batch_size - n_real)
+                rows += [prompts[0]] * max(0, self.max_batch_size - len(prompts))
         input_ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
         attn = torch.zeros((len(rows), width), dtype=torch.long)
         for b, p in enumerate(rows):
             if p:
                 input_ids[b, width - len(p):] = torch.tensor(p, dtype=torch.long)
                 attn[b, width - len(p):] = 1
+        return _Batch(input_ids, attn, width, len(prompts))
+
+    @staticmethod
+    def _logits_processors(params: SamplingParams, recorder: Optional["_SampledLogprobs"]) -> Any:
+        """The log-prob recorder (it must see raw logits), then temperature and top-p as our own warpers in
+        ``generate``'s own order (``generate`` itself gets temperature 1 / no top-p, so it adds none)."""
         from transformers import LogitsProcessorList, TemperatureLogitsWarper, TopPLogitsWarper
 
         greedy = params.temperature == 0
-        # Temperature/top-p run as our own warpers after the recorder (which must see raw logits),
-        # in generate's own order; generate itself gets temperature 1 / no top-p, so adds none.
         processors = LogitsProcessorList()
-        recorder = _SampledLogprobs() if self.logprobs_mode == "sampled" else None
         if recorder is not None:
             processors.append(recorder)
         if not greedy and params.temperature != 1.0:
             processors.append(TemperatureLogitsWarper(params.temperature))
         if not greedy and params.top_p < 1:
             processors.append(TopPLogitsWarper(params.top_p))
+        return processors
+
+    def _generation_config(self, tok: Any, params: SamplingParams, eos_ids: list[int]) -> Any:
+        """``generate``'s config: greedy or plain sampling (the warpers do the rest), the static cache and
+        ``compile`` options."""
+        from transformers import GenerationConfig
+
+        greedy = params.temperature == 0
         extra: dict[str, Any] = {}
         if self.static_cache:
             extra["cache_implementation"] = "static"
         if self.compile is not None:
             extra["disable_compile"] = not self.compile
-        gen_cfg = GenerationConfig(
+        return GenerationConfig(
             max_new_tokens=params.max_new_tokens,
             do_sample=not greedy,
             temperature=None if greedy else 1.0,
             top_p=None,
             # off when sampling: None would fall back to transformers' default top_k=50 and bias it
             top_k=None if greedy else 0,
-            pad_token_id=pad_id,
+            pad_token_id=tok.pad_token_id,
             eos_token_id=eos_ids,
             bos_token_id=tok.bos_token_id,
             return_dict_in_generate=True,
             **extra,
         )
+
+    @staticmethod
+    def _stopping_criteria(tok: Any, params: SamplingParams, batch: "_Batch") -> dict[str, Any]:
+        """``generate``'s ``stopping_criteria`` keyword, where there are any: the stop strings (our own
+        criterion: HF's ``stop_strings`` also match across the prompt boundary) and the padding rows."""
+        from transformers import StoppingCriteriaList
+
+        criteria = StoppingCriteriaList()
+        if params.stop:
+            criteria.append(_CompletionStop(tok, params.stop, batch.width, batch.n_real))
+        n_rows = batch.input_ids.shape[0]
+        if n_rows > batch.n_real:
+            criteria.append(_RowsDone(torch.arange(n_rows) >= batch.n_real))
+        return {"stopping_criteria": criteria} if criteria else {}
+
+    def _run_generate(self, model: Any, kwargs: dict[str, Any], seed: Optional[int]) -> torch.Tensor:
+        """``model.generate(**kwargs)``'s sequences, in eval mode, with torch's generator seeded ``seed`` (this
+        call only: the global random state is put back)."""
         was_training = model.training
         model.eval()
         try:
-            kwargs = dict(input_ids=input_ids.to(self.device), attention_mask=attn.to(self.device),
-                          generation_config=gen_cfg, logits_processor=processors)
-            from transformers import StoppingCriteriaList
-
-            criteria = StoppingCriteriaList()
-            if params.stop:
-                # Our own criterion: HF's stop_strings also match across the prompt boundary.
-                criteria.append(_CompletionStop(tok, params.stop, width, n_real))
-            if len(rows) > n_real:
-                criteria.append(_RowsDone(torch.arange(len(rows)) >= n_real))
-            if criteria:
-                kwargs["stopping_criteria"] = criteria
-            if seed is not None:
-                devices = [self.device] if self.device.type == "cuda" else []
-                with torch.random.fork_rng(devices=devices):
-                    torch.manual_seed(seed)
-                    out = model.generate(**kwargs)
-            else:
-                out = model.generate(**kwargs)
+            if seed is None:
+                return model.generate(**kwargs).sequences
+            devices = [self.device] if self.device.type == "cuda" else []
+            with torch.random.fork_rng(devices=devices):
+                torch.manual_seed(seed)
+                return model.generate(**kwargs).sequences
         finally:
             model.train(was_training)
-        new_all = out.sequences[:, width:].cpu()  # every row: the recorder's steps cover the padding rows too
-        new = new_all[:n_real]
-        eos_set = set(eos_ids)
-        if recorder is not None:
-            lps = recorder.finish(new_all)[:n_real]
-        else:
-            lps = self._forward_logprobs(model, out.sequences[:n_real], attn[:n_real], width, eos_set)
-        completions = []
-        for b, p in enumerate(prompts):
-            ids = new[b].tolist()
-            lp = lps[b].tolist()
-            finish = "length"
-            cut = len(ids)
-            for t, tid in enumerate(ids):
-                if tid in eos_set:
-                    cut, finish = t + 1, "stop"  # keep the eos token: the learner must learn to stop
-                    break
-            ids, lp = ids[:cut], lp[:cut]
-            text = tok.decode(ids, skip_special_tokens=True)
-            if params.stop:
-                ids, lp, text, hit = self._apply_stop(tok, ids, lp, text, params.stop)
-                if hit:
-                    finish = "stop"
-            completions.append(Completion(text=text, token_ids=ids, logprobs=lp, prompt_token_ids=list(p),
-                                          finish_reason=finish, policy_id=pid))
-        return completions
+
+    def _completion(self, tok: Any, pid: str, prompt: list[int], ids: list[int], lp: list[float],
+                    eos_set: set[int], stop: Any) -> Completion:
+        """One row's completion: cut after its first eos (kept: the learner must learn to stop), then at the
+        first stop string."""
+        finish = "length"
+        cut = len(ids)
+        for t, tid in enumerate(ids):
+            if tid in eos_set:
+                cut, finish = t + 1, "stop"
+                break
+        ids, lp = ids[:cut], lp[:cut]
+        text = tok.decode(ids, skip_special_tokens=True)
+        if stop:
+            ids, lp, text, hit = self._apply_stop(tok, ids, lp, text, stop)
+            if hit:
+                finish = "stop"
+        return Completion(text=text, token_ids=ids, logprobs=lp, prompt_token_ids=list(prompt),
+                          finish_reason=finish, policy_id=pid)
 
     @torch.no_grad()
     def _forward_logprobs(self, model, sequences: torch.Tensor, prompt_attn: torch.Tensor, width: int,

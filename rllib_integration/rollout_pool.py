@@ -8,14 +8,22 @@ of (seeds, iteration, part index, weights), so in the synchronous loop the redo 
 dead worker would have returned (asynchronously, the new worker has the newest weights).
 :meth:`RolloutWorkerPool.submit` / :meth:`~RolloutWorkerPool.collect` let a batch be generated while the
 learner works (asynchronous training, :mod:`.pipeline`).
+
+The pool talks to its workers through one interface, :class:`_WorkerHandle`, with two forms:
+:class:`_ActorWorker` (a Ray actor: a call returns an ``ObjectRef``; it can die and be restarted) and
+:class:`_InProcessWorker` (``n == 0``: calls run at once, a sample when collected or in a background thread;
+it never dies).
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import logging
+import queue
 import threading
-from typing import Any, Mapping, Optional, Sequence
+from operator import methodcaller
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 from .core import seeding
 from .rollout_worker import RolloutWorker, TrainSeeds, WorkerSpec
@@ -32,15 +40,276 @@ class SampleJob:
 
     parts: list[tuple[int, list[int], int]]  # (part index, seeds, env offset)
     options: dict[str, Any]
-    refs: dict[int, tuple[Any, Any]] = dataclasses.field(default_factory=dict)  # part -> (actor, ObjectRef)
-    sets_before: list[tuple[int, Any, Any]] = dataclasses.field(default_factory=list)  # pushes queued before it
-    future: Any = None  # the in-process worker in the background: a Future of the parts' results
+    calls: dict[int, tuple["_WorkerHandle", Any]] = dataclasses.field(default_factory=dict)  # part -> (worker, call)
+    sets_before: list[tuple[int, "_WorkerHandle", Any]] = dataclasses.field(default_factory=list)  # pushes before it
 
     def kwargs(self, j: int, offset: int) -> dict[str, Any]:
         """``RolloutWorker.sample`` keywords of part ``j`` (each part its own sampling seed)."""
         o = self.options
         return dict(sampling_seed=seeding.part_seed(o["sampling_seed"], j), env_offset=offset, split=o["split"],
                     mode=o["mode"], k=o["k"], temperature=o["temperature"])
+
+
+class _WorkerHandle:
+    """One rollout worker as the pool sees it. Each method but :meth:`get` makes a call on the worker and returns
+    it (to pass to :meth:`get`); :meth:`get` waits for its result, raising what the call raised. Where a method
+    has a body here, it is what a worker that cannot die does (the in-process one); the static methods act on
+    all the workers of a pool at once."""
+
+    index: int  # the worker's place in the pool (0-based)
+
+    def set_weights(self, weights: Any, version: int) -> Any:
+        raise NotImplementedError
+
+    def sample(self, part: list[int], kwargs: dict[str, Any], *, background: bool = False) -> Any:
+        raise NotImplementedError
+
+    def ping(self) -> Any:
+        raise NotImplementedError
+
+    def sleep(self) -> Any:
+        raise NotImplementedError
+
+    def start_stream(self, out: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError
+
+    def stop_stream(self) -> Any:
+        raise NotImplementedError
+
+    def close(self) -> Any:
+        raise NotImplementedError
+
+    def get(self, call: Any, timeout: Optional[float] = None) -> Any:
+        raise NotImplementedError
+
+    def died(self, error: BaseException) -> bool:
+        """Whether ``error`` (raised by :meth:`get`) says the worker died (then :meth:`restarted` replaces it)."""
+        return False
+
+    def dead(self, timeout_s: float) -> Optional[Exception]:
+        """The error that says the worker died, or None when it answers (or is busy for ``timeout_s``)."""
+        return None
+
+    def restarted(self) -> "_WorkerHandle":
+        """A new worker in its place (this one killed)."""
+        raise RuntimeError(f"rollout worker {self.index + 1} cannot be restarted")
+
+    @staticmethod
+    def share(weights: Mapping[str, Mapping[str, Any]]) -> Any:
+        """The weights in the form each worker's :meth:`set_weights` takes."""
+        return weights
+
+    @staticmethod
+    def new_queue(size: int) -> Any:
+        """The bounded queue the workers' streams put finished envs into."""
+        return queue.Queue(maxsize=size)
+
+    @staticmethod
+    def drop_queue(q: Any) -> None:
+        """Free a stream's queue."""
+
+    @staticmethod
+    def wait_started(workers: Sequence["_WorkerHandle"], timeout_s: float) -> None:
+        """Wait (at most ``timeout_s``) until the workers run; else kill them and fail naming what is missing."""
+
+    @staticmethod
+    def wait_closed(calls: list, timeout_s: float) -> None:
+        """Wait (at most ``timeout_s``) for the workers' :meth:`close` calls, whatever they raise."""
+
+    def kill(self) -> None:
+        """End the worker (after :meth:`close`)."""
+
+
+class _Done:
+    """A call that has run (the in-process worker): its result."""
+
+    def __init__(self, value: Any = None) -> None:
+        self.value = value
+
+
+class _InProcessWorker(_WorkerHandle):
+    """The one worker of a pool with ``n == 0``, in this process. Its calls run at once (their errors raise at
+    the call), but a sample: it runs when collected (:meth:`get`), or with ``background`` in a thread; weights
+    pushed while that thread samples are loaded before the next sample."""
+
+    def __init__(self, spec: WorkerSpec) -> None:
+        self.index = 0
+        self.worker = RolloutWorker(spec, 0)
+        self._executor: Optional[concurrent.futures.ThreadPoolExecutor] = None
+        self._lock = threading.Lock()
+        self._job: Optional[concurrent.futures.Future] = None  # the background sample
+        self._pending: Optional[tuple[Any, int]] = None  # weights pushed while it runs
+
+    def set_weights(self, weights: Any, version: int) -> _Done:
+        with self._lock:
+            if self._job is not None and not self._job.done():
+                self._pending = (weights, version)  # taken before the next sample
+                return _Done(version)
+            self._pending = None
+        return _Done(self.worker.set_weights(weights, version))
+
+    def sample(self, part: list[int], kwargs: dict[str, Any], *, background: bool = False) -> Any:
+        if not background:
+            return lambda: self._sample(part, kwargs, idle=True)  # runs when collected
+        if self._executor is None:
+            self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="rollout")
+        with self._lock:
+            self._job = self._executor.submit(self._sample, part, kwargs)
+        return self._job
+
+    def _sample(self, part: list[int], kwargs: dict[str, Any], idle: bool = False) -> dict[str, Any]:
+        if idle and self._job is not None:
+            self._job.exception()  # a background sample first (it holds the worker), then its pending weights
+        with self._lock:
+            pending, self._pending = self._pending, None
+        if pending is not None:
+            self.worker.set_weights(*pending)
+        return self.worker.sample(part, **kwargs)
+
+    def ping(self) -> _Done:
+        return _Done(self.worker.ping())
+
+    def sleep(self) -> _Done:
+        self.worker.sleep()
+        return _Done()
+
+    def start_stream(self, out: Any, **kwargs: Any) -> _Done:
+        return _Done(self.worker.start_stream(out, **kwargs))
+
+    def stop_stream(self) -> _Done:
+        return _Done(self.worker.stop_stream())
+
+    def close(self) -> _Done:
+        if self._executor is not None:
+            self._executor.shutdown(wait=True, cancel_futures=True)
+            self._executor = None
+        self.worker.close()
+        return _Done()
+
+    def get(self, call: Any, timeout: Optional[float] = None) -> Any:
+        if isinstance(call, _Done):
+            return call.value
+        if isinstance(call, concurrent.futures.Future):
+            return call.result(timeout)
+        return call()
+
+
+class _ActorWorker(_WorkerHandle):
+    """A Ray actor running a :class:`~.rollout_worker.RolloutWorker` (its worker index is ``index + 1``); its calls
+    return ``ObjectRef`` s and run in order on the actor."""
+
+    def __init__(self, spec: WorkerSpec, index: int, num_cpus: float, num_gpus: float) -> None:
+        import ray
+
+        self.spec, self.index, self.num_cpus, self.num_gpus = spec, index, num_cpus, num_gpus
+        self.actor: Any = ray.remote(RolloutWorker).options(num_cpus=num_cpus, num_gpus=num_gpus, max_restarts=0,
+                                                       name=None).remote(spec, index + 1)
+
+    def set_weights(self, weights: Any, version: int) -> Any:
+        return self.actor.set_weights.remote(weights, version)
+
+    def sample(self, part: list[int], kwargs: dict[str, Any], *, background: bool = False) -> Any:
+        return self.actor.sample.remote(part, **kwargs)  # an actor always samples beside the driver
+
+    def ping(self) -> Any:
+        return self.actor.ping.remote()
+
+    def sleep(self) -> Any:
+        return self.actor.sleep.remote()
+
+    def start_stream(self, out: Any, **kwargs: Any) -> Any:
+        return self.actor.start_stream.remote(out, **kwargs)
+
+    def stop_stream(self) -> Any:
+        return self.actor.stop_stream.remote()
+
+    def close(self) -> Any:
+        return self.actor.close.remote()
+
+    def get(self, call: Any, timeout: Optional[float] = None) -> Any:
+        import ray
+
+        return ray.get(call, timeout=timeout)
+
+    def died(self, error: BaseException) -> bool:
+        from ray.exceptions import RayActorError
+
+        return isinstance(error, RayActorError)
+
+    def dead(self, timeout_s: float) -> Optional[Exception]:
+        from ray.exceptions import GetTimeoutError, RayActorError
+
+        try:
+            self.get(self.ping(), timeout=timeout_s)
+        except GetTimeoutError:
+            return None  # alive but busy
+        except RayActorError as e:
+            return e
+        return None
+
+    def restarted(self) -> "_ActorWorker":
+        self.kill()
+        return _ActorWorker(self.spec, self.index, self.num_cpus, self.num_gpus)
+
+    def kill(self) -> None:
+        import ray
+
+        try:
+            ray.kill(self.actor)
+        except Exception:
+            pass
+
+    @staticmethod
+    def share(weights: Mapping[str, Mapping[str, Any]]) -> Any:
+        import ray
+
+        return ray.put(dict(weights))  # one copy in the object store for every actor
+
+    @staticmethod
+    def new_queue(size: int) -> Any:
+        from ray.util.queue import Queue
+
+        return Queue(maxsize=size, actor_options={"num_cpus": 0})
+
+    @staticmethod
+    def drop_queue(q: Any) -> None:
+        q.shutdown(force=True)
+
+    @staticmethod
+    def wait_started(workers: Sequence[_WorkerHandle], timeout_s: float) -> None:
+        import ray
+        from ray.exceptions import GetTimeoutError
+
+        refs = [w.ping() for w in workers]
+        ready, pending = ray.wait(refs, num_returns=len(refs), timeout=timeout_s)
+        if not pending:
+            ray.get(ready)
+            return
+        avail = ray.available_resources()
+        total = ray.cluster_resources()
+        for w in workers:
+            w.kill()
+        first = workers[0]
+        assert isinstance(first, _ActorWorker)
+        each = {"CPU": first.num_cpus, "GPU": first.num_gpus}
+        want = ", ".join(f"{v:g} {k}" for k, v in each.items() if v)
+        raise GetTimeoutError(
+            f"{len(pending)} of {len(refs)} rollout workers did not start within rollout.start_timeout_s="
+            f"{timeout_s:g}s. Each needs {want or 'no resources'} (rollout.num_cpus_per_worker / "
+            f"num_gpus_per_worker); the cluster has CPU {avail.get('CPU', 0):g} free of {total.get('CPU', 0):g}, "
+            f"GPU {avail.get('GPU', 0):g} free of {total.get('GPU', 0):g}. Free or add resources, or lower "
+            "rollout.num_rollout_workers. (A worker's start also loads its models and, with rollout.static_cache "
+            "on a GPU and rollout.warmup, compiles decoding: ~1-3 min per model; raise rollout.start_timeout_s "
+            "if the resources are there.)")
+
+    @staticmethod
+    def wait_closed(calls: list, timeout_s: float) -> None:
+        import ray
+
+        try:  # let each free its backend (vLLM engines, their files)
+            ray.wait(calls, num_returns=len(calls), timeout=timeout_s)
+        except Exception:
+            pass
 
 
 class RolloutWorkerPool:
@@ -53,24 +322,19 @@ class RolloutWorkerPool:
         self.start_timeout_s = float(start_timeout_s)
         self.num_cpus, self.num_gpus, self.max_restarts = num_cpus, num_gpus, int(max_restarts)
         self.num_restarts = 0
-        self._weights_ref: Any = None  # the ray.ObjectRef of the last pushed weights
+        self._weights: Any = None  # the last pushed weights, as the workers take them (_WorkerHandle.share)
         self._version = 0
-        self._pending_sets: list[tuple[int, Any, Any]] = []  # (index, actor, set_weights ref) not waited for
-        self._executor: Any = None  # the in-process worker's background thread (asynchronous training)
-        self._local_lock = threading.Lock()
-        self._local_job: Any = None  # its running job (a Future)
-        self._local_pending: Optional[tuple[Mapping[str, Mapping[str, Any]], int]] = None
-        self.local: Optional[RolloutWorker] = None
-        self.actors: list = []
+        #: (index, worker, its set_weights call) not waited for yet
+        self._pending_sets: list[tuple[int, _WorkerHandle, Any]] = []
         self.stream_queue: Any = None  # the bounded queue of a running stream (start_stream)
         self._stream_kwargs: dict[str, Any] = {}  # its start_stream keywords (a restarted actor resumes with them)
         #: streaming: worker index -> env_idx of the last env the learner took from it (where a restarted one resumes)
         self.stream_taken: dict[int, int] = {}
-        if self.num_workers == 0:
-            self.local = RolloutWorker(spec, 0)
-        else:
-            self.actors = [self._start(i) for i in range(self.num_workers)]
-            self._wait_started(self.actors)
+        self._form: type[_WorkerHandle] = _InProcessWorker if self.num_workers == 0 else _ActorWorker
+        self.workers: list[_WorkerHandle] = (
+            [_InProcessWorker(spec)] if self.num_workers == 0 else
+            [_ActorWorker(spec, i, num_cpus, num_gpus) for i in range(self.num_workers)])
+        self._form.wait_started(self.workers, self.start_timeout_s)
 
     @classmethod
     def of_config(cls, spec: WorkerSpec, cfg: Any) -> "RolloutWorkerPool":
@@ -79,40 +343,15 @@ class RolloutWorkerPool:
                    num_gpus=float(cfg.num_gpus_per_rollout_worker), max_restarts=int(cfg.max_rollout_worker_restarts),
                    start_timeout_s=float(cfg.rollout_start_timeout_s))
 
-    def _wait_started(self, actors: list) -> None:
-        """Wait (at most ``start_timeout_s``) until the actors run; else fail naming what is missing."""
-        import ray
-        from ray.exceptions import GetTimeoutError
+    @property
+    def local(self) -> Optional[RolloutWorker]:
+        """The in-process worker (``num_workers == 0``), else None."""
+        return next((w.worker for w in self.workers if isinstance(w, _InProcessWorker)), None)
 
-        refs = [a.ping.remote() for a in actors]
-        ready, pending = ray.wait(refs, num_returns=len(refs), timeout=self.start_timeout_s)
-        if not pending:
-            ray.get(ready)
-            return
-        avail = ray.available_resources()
-        total = ray.cluster_resources()
-        for a in actors:
-            try:
-                ray.kill(a)
-            except Exception:
-                pass
-        each = {"CPU": self.num_cpus, "GPU": self.num_gpus}
-        want = ", ".join(f"{v:g} {k}" for k, v in each.items() if v)
-        raise GetTimeoutError(
-            f"{len(pending)} of {len(refs)} rollout workers did not start within rollout.start_timeout_s="
-            f"{self.start_timeout_s:g}s. Each needs {want or 'no resources'} (rollout.num_cpus_per_worker / "
-            f"num_gpus_per_worker); the cluster has CPU {avail.get('CPU', 0):g} free of {total.get('CPU', 0):g}, "
-            f"GPU {avail.get('GPU', 0):g} free of {total.get('GPU', 0):g}. Free or add resources, or lower "
-            "rollout.num_rollout_workers. (A worker's start also loads its models and, with rollout.static_cache "
-            "on a GPU and rollout.warmup, compiles decoding: ~1-3 min per model; raise rollout.start_timeout_s "
-            "if the resources are there.)")
-
-    def _start(self, index: int):
-        import ray
-
-        cls = ray.remote(RolloutWorker)
-        return cls.options(num_cpus=self.num_cpus, num_gpus=self.num_gpus, max_restarts=0,
-                           name=None).remote(self.spec, index + 1)
+    @property
+    def actors(self) -> list:
+        """The Ray actors (``num_workers > 0``), in worker order."""
+        return [w.actor for w in self.workers if isinstance(w, _ActorWorker)]
 
     def sync_weights(self, weights: Mapping[str, Mapping[str, Any]], *, wait: bool = True) -> int:
         """Push the learner's (trainable) weights to every worker's generation backend; returns their version.
@@ -121,37 +360,22 @@ class RolloutWorkerPool:
         sample it is running (its calls run in order), the in-process worker before its next sample; errors
         (a dead actor: restarted with these weights) surface at the next :meth:`collect`."""
         self._version += 1
-        if self.local is not None:
-            with self._local_lock:
-                if self._local_job is not None and not self._local_job.done():
-                    self._local_pending = (weights, self._version)  # taken before the next sample
-                else:
-                    self._local_pending = None
-                    self.local.set_weights(weights, self._version)
-            return self._version
-        import ray
-
-        self._weights_ref = ray.put(dict(weights))
-        for i in range(len(self.actors)):
+        self._weights = self._form.share(weights)
+        for i in range(len(self.workers)):
             if wait:
-                self._call_with_restart(i, lambda a: a.set_weights.remote(self._weights_ref, self._version))
+                self._call_with_restart(i, methodcaller("set_weights", self._weights, self._version))
             else:
-                actor = self.actors[i]
-                self._pending_sets.append((i, actor, actor.set_weights.remote(self._weights_ref, self._version)))
+                worker = self.workers[i]
+                self._pending_sets.append((i, worker, worker.set_weights(self._weights, self._version)))
         return self._version
 
     def sleep(self) -> None:
         """Every worker's backend frees its device memory (vLLM's sleep mode) until its next weight load or
         sample. A worker that died is restarted at the next sample, as always."""
-        if self.local is not None:
-            self.local.sleep()
-            return
-        import ray
-
-        refs = [a.sleep.remote() for a in self.actors]
-        for ref in refs:
+        calls = [(w, w.sleep()) for w in self.workers]
+        for worker, call in calls:
             try:
-                ray.get(ref)
+                worker.get(call)
             except Exception as e:  # noqa: BLE001 - a dead actor: restarted (with the weights) at the next sample
                 logger.warning("rollout worker did not go to sleep (%s); it is restarted at the next sample",
                                type(e).__name__)
@@ -162,49 +386,39 @@ class RolloutWorkerPool:
         return self._version
 
     def _restart(self, i: int, err: Exception) -> None:
-        import ray
-
         self.num_restarts += 1
         if self.num_restarts > self.max_restarts:
             raise RuntimeError(f"rollout worker {i + 1} died and the restart budget "
                                f"(rollout.max_worker_restarts={self.max_restarts}) is spent: {err}") from err
         logger.warning("rollout worker %d died (%s); restarting it and redoing its batch", i + 1,
                        type(err).__name__)
-        try:
-            ray.kill(self.actors[i])
-        except Exception:
-            pass
-        self.actors[i] = self._start(i)
-        if self._weights_ref is not None:
-            ray.get(self.actors[i].set_weights.remote(self._weights_ref, self._version))
+        worker = self.workers[i] = self.workers[i].restarted()
+        if self._weights is not None:
+            worker.get(worker.set_weights(self._weights, self._version))
         if self.stream_queue is not None:  # it resumes its share of the stream after the last env taken from it
             last = self.stream_taken.get(i + 1)
-            ray.get(self._start_actor_stream(i, self._stream_kwargs["first"] + i if last is None
-                                             else last + len(self.actors)))
+            worker.get(self._start_stream(i, self._stream_kwargs["first"] + i if last is None
+                                          else last + len(self.workers)))
 
-    def _get_or_restart(self, i: int, actor: Any, ref: Any) -> tuple[bool, Any]:
-        """``(True, ray.get(ref))`` of a call made on ``actor`` (worker ``i``), or ``(False, None)`` when it
+    def _get_or_restart(self, i: int, worker: _WorkerHandle, call: Any) -> tuple[bool, Any]:
+        """``(True, result)`` of a call made on ``worker`` (worker ``i``), or ``(False, None)`` when it
         died: it is restarted (with the latest weights) unless it has been since, so one death costs one
         restart whatever number of its calls fail."""
-        import ray
-        from ray.exceptions import RayActorError
-
         try:
-            return True, ray.get(ref)
-        except RayActorError as e:
-            if self.actors[i] is actor:
+            return True, worker.get(call)
+        except Exception as e:
+            if not worker.died(e):
+                raise
+            if self.workers[i] is worker:
                 self._restart(i, e)
             return False, None
 
-    def _call_with_restart(self, i: int, call):
-        import ray
-        from ray.exceptions import RayActorError
-
+    def _call_with_restart(self, i: int, call: Callable[[_WorkerHandle], Any]) -> Any:
+        """``call(worker i)``'s result, restarting the worker and calling again each time it died."""
         while True:
-            try:
-                return ray.get(call(self.actors[i]))
-            except RayActorError as e:
-                self._restart(i, e)
+            ok, value = self._get_or_restart(i, self.workers[i], call(self.workers[i]))
+            if ok:
+                return value
 
     def sample(self, seeds: Sequence[int], *, sampling_seed: int, split: str = "train",
                mode: str = default_of("sampling.mode"), k: int = default_of("sampling.k"),
@@ -221,56 +435,27 @@ class RolloutWorkerPool:
         Ray actors start at once; the in-process worker runs the job in a background thread when
         ``background`` (asynchronous training), else when it is collected."""
         seeds = list(seeds)
-        n = 1 if self.local is not None else len(self.actors)
+        n = len(self.workers)
         bounds = [round(j * len(seeds) / n) for j in range(n + 1)]
         parts = [(j, seeds[bounds[j]:bounds[j + 1]], bounds[j]) for j in range(n) if bounds[j + 1] > bounds[j]]
-        options = dict(sampling_seed=sampling_seed, split=split, mode=mode, k=k, temperature=temperature)
-        job = SampleJob(parts=parts, options=options)
-        if self.local is not None:
-            if background:
-                import concurrent.futures
-
-                if self._executor is None:
-                    self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="rollout")
-                with self._local_lock:
-                    self._local_job = job.future = self._executor.submit(self._local_parts, job)
-            return job
-        # the weights pushed so far run before this job's samples on each actor (its calls run in order)
+        job = SampleJob(parts=parts, options=dict(sampling_seed=sampling_seed, split=split, mode=mode, k=k,
+                                                  temperature=temperature))
+        # the weights pushed so far run before this job's samples on each worker (an actor's calls run in order)
         job.sets_before, self._pending_sets = self._pending_sets, []
-        job.refs = {j: (self.actors[j], self.actors[j].sample.remote(part, **job.kwargs(j, off)))
-                    for j, part, off in parts}
+        job.calls = {j: (self.workers[j], self.workers[j].sample(part, job.kwargs(j, off), background=background))
+                     for j, part, off in parts}
         return job
-
-    def _local_parts(self, job: "SampleJob") -> list[dict[str, Any]]:
-        assert self.local is not None
-        with self._local_lock:  # weights pushed while the previous job ran
-            pending, self._local_pending = self._local_pending, None
-        if pending is not None:
-            self.local.set_weights(*pending)
-        return [self.local.sample(part, **job.kwargs(j, off)) for j, part, off in job.parts]
 
     def collect(self, job: "SampleJob") -> list[dict[str, Any]]:
         """The results of a :meth:`submit` (in part order), redoing the part of an actor that died."""
-        if self.local is not None:
-            if job.future is not None:
-                return job.future.result()
-            self.wait_idle()  # a background job first (it holds the worker), then its pending weights
-            return self._local_parts(job)
         # Only the pushes queued before this job's samples: later ones wait behind later jobs on the actors.
-        for i, actor, ref in job.sets_before:
-            self._get_or_restart(i, actor, ref)
+        for i, worker, call in job.sets_before:
+            self._get_or_restart(i, worker, call)
         out: dict[int, dict] = {}
         for j, part, off in job.parts:
-            ok, value = self._get_or_restart(j, *job.refs[j])
-            out[j] = value if ok else self._call_with_restart(
-                j, lambda a, p=part, jj=j, o=off: a.sample.remote(p, **job.kwargs(jj, o)))
+            ok, value = self._get_or_restart(j, *job.calls[j])
+            out[j] = value if ok else self._call_with_restart(j, methodcaller("sample", part, job.kwargs(j, off)))
         return [out[j] for j, _, _ in job.parts]
-
-    def wait_idle(self) -> None:
-        """Wait until the in-process worker's background job (if any) is done."""
-        job = self._local_job
-        if job is not None:
-            job.exception()  # waits; its result stays in the future for collect()
 
     def start_stream(self, *, first: int, seeds: TrainSeeds, slots: int, queue_size: int, sampling_seed: int,
                      mode: str = default_of("sampling.mode"), k: int = default_of("sampling.k")) -> Any:
@@ -279,28 +464,19 @@ class RolloutWorkerPool:
         bounded queue of ``queue_size`` envs (a ``queue.Queue`` for the in-process worker, a
         ``ray.util.queue.Queue`` actor for Ray actors), which is returned; take from it with ``get(timeout=)``."""
         self.stop_stream()
-        workers: list[Any] = [self.local] if self.local is not None else list(self.actors)
-        n = len(workers)
-        per = -(-int(slots) // n)
-        if self.local is not None:
-            import queue
-
-            self.stream_queue = queue.Queue(maxsize=int(queue_size))
-            self.local.start_stream(self.stream_queue, first=first, stride=1, seeds=seeds, slots=per,
-                                    sampling_seed=sampling_seed, mode=mode, k=k)
-            return self.stream_queue
-        import ray
-        from ray.util.queue import Queue
-
-        self.stream_queue = Queue(maxsize=int(queue_size), actor_options={"num_cpus": 0})
-        self._stream_kwargs = dict(first=first, seeds=seeds, slots=per, sampling_seed=sampling_seed, mode=mode, k=k)
-        ray.get([self._start_actor_stream(w, first + w) for w in range(n)])
+        n = len(self.workers)
+        self.stream_queue = self._form.new_queue(int(queue_size))
+        self._stream_kwargs = dict(first=first, seeds=seeds, slots=-(-int(slots) // n), sampling_seed=sampling_seed,
+                                   mode=mode, k=k)
+        calls = [(w, self._start_stream(i, first + i)) for i, w in enumerate(self.workers)]
+        for worker, call in calls:
+            worker.get(call)
         return self.stream_queue
 
-    def _start_actor_stream(self, w: int, first: int) -> Any:
+    def _start_stream(self, w: int, first: int) -> Any:
         kw = self._stream_kwargs
-        return self.actors[w].start_stream.remote(
-            self.stream_queue, first=first, stride=len(self.actors), seeds=kw["seeds"], slots=kw["slots"],
+        return self.workers[w].start_stream(
+            self.stream_queue, first=first, stride=len(self.workers), seeds=kw["seeds"], slots=kw["slots"],
             sampling_seed=seeding.part_seed(kw["sampling_seed"], w), mode=kw["mode"], k=kw["k"])
 
     def restart_dead_streams(self, timeout_s: float = 30.0) -> int:
@@ -309,19 +485,13 @@ class RolloutWorkerPool:
         (:attr:`stream_taken`: the envs after it that it was playing are played again; one before it still
         playing is skipped). Returns how many were restarted. A death found by a weight push restarts it the same
         way (:meth:`_restart`)."""
-        if self.stream_queue is None or self.local is not None:
+        if self.stream_queue is None:
             return 0
-        import ray
-        from ray.exceptions import GetTimeoutError, RayActorError
-
         restarted = 0
-        for w, actor in enumerate(self.actors):
-            try:
-                ray.get(actor.ping.remote(), timeout=timeout_s)
-            except GetTimeoutError:
-                continue  # alive but busy
-            except RayActorError as e:
-                self._restart(w, e)
+        for i, worker in enumerate(self.workers):
+            err = worker.dead(timeout_s)
+            if err is not None:
+                self._restart(i, err)
                 restarted += 1
         return restarted
 
@@ -329,39 +499,19 @@ class RolloutWorkerPool:
         """Stop the workers' streams (each after its current round) and drop their queue."""
         if self.stream_queue is None:
             return
-        if self.local is not None:
-            self.local.stop_stream()
-        else:
-            import ray
-            from ray.exceptions import RayActorError
-
-            for a in self.actors:
-                try:
-                    ray.get(a.stop_stream.remote())
-                except RayActorError:
-                    pass
-            self.stream_queue.shutdown(force=True)
+        for worker in self.workers:
+            try:
+                worker.get(worker.stop_stream())
+            except Exception as e:
+                if not worker.died(e):
+                    raise
+        self._form.drop_queue(self.stream_queue)
         self.stream_queue = None
         self.stream_taken.clear()
 
     def stop(self) -> None:
         self.stop_stream()
-        if self._executor is not None:
-            self._executor.shutdown(wait=True, cancel_futures=True)
-            self._executor = None
-        import ray
-
-        if self.local is not None:
-            self.local.close()
-        if self.actors:  # let each free its backend (vLLM engines, their files), then kill it
-            try:
-                ray.wait([a.close.remote() for a in self.actors], num_returns=len(self.actors), timeout=30)
-            except Exception:
-                pass
-        for a in self.actors:
-            try:
-                ray.kill(a)
-            except Exception:
-                pass
-        self.actors = []
-        self.local = None
+        self._form.wait_closed([w.close() for w in self.workers], timeout_s=30)
+        for worker in self.workers:
+            worker.kill()
+        self.workers = []

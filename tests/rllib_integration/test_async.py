@@ -131,7 +131,7 @@ def test_one_dead_actor_costs_one_restart_with_batches_in_flight(tiny):
                 return ref
 
             # the next batch (submitted during the next iteration) kills the actor; a push follows it
-            algo.rollout_workers.actors[0] = types.SimpleNamespace(
+            algo.rollout_workers.workers[0].actor = types.SimpleNamespace(
                 sample=types.SimpleNamespace(remote=sample_then_die), set_weights=victim.set_weights)
             rest = [algo.train() for _ in range(3)]
         finally:

@@ -438,7 +438,7 @@ def test_killed_rollout_worker_is_restarted_and_batch_redone(ray_session, tiny_p
                         return ref
                 return _M
 
-        algo.rollout_workers.actors[0] = KillAfterSubmit(victim)
+        algo.rollout_workers.workers[0].actor = KillAfterSubmit(victim)
         r2 = algo.train()
         assert r2["num_rollout_worker_restarts"] == 1
         restarted = algo.rollout_workers.actors[0]

@@ -326,7 +326,7 @@ def bench_iteration(shape: str, tok, args, device: str, dtype: torch.dtype,
     from rllib_integration.core.backends import HFBackend
     from rllib_integration.core.loss import collate_samples
     from rllib_integration.policies import LLMPolicySpec
-    from rllib_integration.core.rollout import group_ids
+    from rllib_integration.core.records import group_ids
     from rllib_integration.envs import resolve_env
     from rllib_integration.rollout_worker import RolloutWorker, WorkerSpec
 

@@ -362,8 +362,6 @@ class RolloutWorker:
                 temperature: Optional[float]) -> dict[str, Any]:
         from llm_marl_envs import sandbox_fault_counts
 
-        from .core.rollout import GroupKey
-
         t0 = time.perf_counter()
         faults = sandbox_fault_counts()  # process-wide: the in-process worker and a Ray actor alike
         envs = self._env_list(split, len(seeds))
@@ -387,9 +385,7 @@ class RolloutWorker:
         # Global env indices: groups of different workers never merge. Each sample carries its weights version.
         for s in samples:
             s.policy_version = self.weights_version
-            s.env_idx += env_offset
-            s.group_key = GroupKey(s.group_key.task_id, s.group_key.env_idx + env_offset, s.group_key.turn,
-                                   s.group_key.agent)
+            s.group_key = s.group_key._replace(env_idx=s.group_key.env_idx + env_offset)  # s.env_idx follows
         episodes = []
         for ep in sampler.last_episodes:
             ep = dataclasses.replace(ep, env_idx=ep.env_idx + env_offset)

@@ -5,7 +5,11 @@
                    SmolLM2; ``load_model``
 ``backends``       generation behind one interface: :class:`GenerationBackend`,
                    ``HFBackend`` (transformers, CPU/GPU), ``VLLMBackend`` (GPU)
-``rollout``        :class:`RolloutSampler`: tree-structured (AT-GRPO) and parallel rollouts
+``rollout``        :class:`RolloutSampler`: tree-structured (AT-GRPO) and parallel rollouts, and
+                   streaming (continuous batching); each mode in its own module: ``tree``,
+                   ``parallel``, ``streaming``, their shared round parts in ``rounds``
+``records``        what a rollout produces: ``Sample`` (keyed by its ``GroupKey``),
+                   ``EpisodeSummary``, ``DroppedEpisode``, ``FinishedEnv``; ``group_ids``
 ``advantages``     the estimator registry (``register_estimator``; ``ESTIMATORS``: ``at_grpo``,
                    ``grpo_per_agent``, ``dr_grpo``, ``rloo``, ``reinforce_pp``, ``gigpo``,
                    ``drmas_grpo``, ``episode_grpo``); ``compute_advantages``, ``advantages_of_samples``
@@ -46,8 +50,10 @@ _EXPORTS: dict[str, str] = {
     **{n: "loss" for n in ("LossConfig", "AGG_MODES", "KL_ESTIMATORS", "policy_loss", "aggregate", "kl_penalty",
                            "sequence_token_logprobs", "collate_samples", "sampler_drift",
                            "truncated_is_weights")},
-    **{n: "rollout" for n in ("GroupKey", "Sample", "EpisodeSummary", "RolloutSampler", "group_ids",
-                              "episode_over")},
+    **{n: "records" for n in ("GroupKey", "Sample", "EpisodeSummary", "DroppedEpisode", "FinishedEnv",
+                              "group_ids")},
+    "RolloutSampler": "rollout",
+    "episode_over": "rounds",
     **{n: "metrics" for n in ("rollout_metrics", "episode_metrics", "flatten", "MetricsWriter")},
     "plot_learning_curve": "plotting",
     **{n: "options" for n in ("HFOptions", "LORA_DEFAULTS")},

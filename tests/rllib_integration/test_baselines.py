@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from rllib_integration.core.advantages import compute_advantages, parallel_episodes
-from rllib_integration.core.rollout import GroupKey
+from rllib_integration.core.records import GroupKey
 
 # One task, K = 3 parallel episodes, roles A and B; e1 plays two turns:
 #   e0: A 0, B 1            R = 1

@@ -16,7 +16,7 @@ import pytest
 from rllib_integration.core import advantages as adv_mod
 from rllib_integration.core.advantages import (advantages_of_samples, compute_advantages, estimator_names,
                                                get_estimator, register_estimator)
-from rllib_integration.core.rollout import GroupKey
+from rllib_integration.core.records import GroupKey
 
 REPO = Path(__file__).resolve().parents[2]
 BUILT_IN = ("at_grpo", "grpo_per_agent", "dr_grpo", "rloo", "reinforce_pp", "gigpo", "drmas_grpo", "episode_grpo")

@@ -9,14 +9,14 @@ import math
 import pytest
 
 from llm_marl_envs.examples.router import RouterEnv
-from rllib_integration.core.rollout import GroupKey, Sample
+from rllib_integration.core.records import GroupKey, Sample
 
 
 def _sample(agent, text, team, valid=True):
     key = GroupKey("t", 0, 0, agent)
     return Sample(prompt="", prompt_token_ids=[], completion=text, completion_token_ids=[], logprobs=[],
-                  reward=team, group_key=key, policy_id=agent, agent=agent, turn=0, env_idx=0, task_id="t",
-                  valid=valid, candidate=0, chosen=True, finish_reason="stop", reward_parts={"team": team})
+                  reward=team, group_key=key, policy_id=agent, valid=valid, candidate=0, chosen=True,
+                  finish_reason="stop", reward_parts={"team": team})
 
 
 def test_router_role_metrics_count_calls_and_each_roles_correctness():

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 
 from rllib_integration.core.metrics import MetricsWriter
-from rllib_integration.core.rollout import GroupKey
+from rllib_integration.core.records import GroupKey
 from rllib_integration.run_logs import RunLoggers, TranscriptWriter, check_trackers, pick_transcripts
 from rllib_integration.settings import ConfigError, load_config
 

@@ -75,13 +75,13 @@ def test_stale_groups_are_dropped_whole():
     """A streamed env whose first turn was generated 3 versions before the learner's and its second turn 1: with
     max_staleness 1 the first turn's groups go (all K candidates of each), the second turn's stay; grouped
     without the turn (an episode estimator's groups span the env's turns) the env goes whole."""
-    from rllib_integration.core.rollout import GroupKey, Sample
+    from rllib_integration.core.records import GroupKey, Sample
     from rllib_integration.pipeline import drop_stale
 
     def sample(turn, agent, cand, version):
         return Sample(prompt="", prompt_token_ids=[], completion="", completion_token_ids=[], logprobs=[], reward=0.0,
-                      group_key=GroupKey("t", 7, turn, agent), policy_id="p", agent=agent, turn=turn, env_idx=7,
-                      task_id="t", valid=True, candidate=cand, policy_version=version)
+                      group_key=GroupKey("t", 7, turn, agent), policy_id="p", valid=True, candidate=cand,
+                      policy_version=version)
 
     env = {"samples": [sample(t, a, c, 2 if t == 0 else 4) for t in (0, 1) for a in ("x", "y") for c in range(K)],
            "episodes": ["ep"]}

@@ -11,7 +11,7 @@ from llm_marl_envs import LLMTeamEnv, StepOutcome, register_task
 from rllib_integration.core.advantages import (ESTIMATORS, anchor_id, compute_advantages, gigpo_advantages,
                                                gigpo_of_samples)
 from rllib_integration.core.options import GiGPOOptions
-from rllib_integration.core.rollout import GroupKey, Sample
+from rllib_integration.core.records import GroupKey, Sample
 
 EPS = 1e-6
 GAMMA = 0.5
@@ -185,8 +185,8 @@ def test_vectorised(python_lines):
 # ------------------------------------------------------------------------ rollout samples
 def _sample(task, env_idx, episode, turn, agent, prompt, reward, chosen=True):
     return Sample(prompt=prompt, prompt_token_ids=[], completion="", completion_token_ids=[], logprobs=[],
-                  reward=reward, group_key=GroupKey(task, env_idx, turn, agent), policy_id="p", agent=agent,
-                  turn=turn, env_idx=env_idx, task_id=task, valid=True, candidate=episode, chosen=chosen)
+                  reward=reward, group_key=GroupKey(task, env_idx, turn, agent), policy_id="p", valid=True,
+                  candidate=episode, chosen=chosen)
 
 
 def test_samples_anchor_on_agent_and_prompt():

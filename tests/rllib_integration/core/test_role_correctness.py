@@ -68,12 +68,12 @@ def test_role_correctness_separates_the_tool_from_the_executor(box):
 
 
 def test_role_correctness_is_empty_without_both_roles_and_nan_for_an_empty_condition():
-    from rllib_integration.core.rollout import GroupKey, Sample
+    from rllib_integration.core.records import GroupKey, Sample
 
     def sample(agent, team, turn=0):
         return Sample(prompt="", prompt_token_ids=[], completion="", completion_token_ids=[], logprobs=[],
-                      reward=team, group_key=GroupKey("t", 0, turn, agent), policy_id=agent, agent=agent,
-                      turn=turn, env_idx=0, task_id="t", valid=True, reward_parts={"team": team, "local": 0.0})
+                      reward=team, group_key=GroupKey("t", 0, turn, agent), policy_id=agent, valid=True,
+                      reward_parts={"team": team, "local": 0.0})
 
     assert role_correctness([sample("tool", 1.0)]) == {}
     roles = role_correctness([sample("tool", 0.0), sample("executor", 1.0)])

@@ -89,6 +89,7 @@ import hashlib
 import re
 import string
 import threading
+import time
 import warnings
 import weakref
 from collections import OrderedDict
@@ -316,6 +317,26 @@ def sandbox_fault_counts() -> dict[str, int]:
     return totals
 
 
+class _Seconds:
+    """A running total of seconds, safe to add to from several threads; an env's deep copies share it
+    (``copy.deepcopy`` returns it as is: candidates step copies of one env in threads), a pickled copy
+    starts from its value."""
+
+    def __init__(self, value: float = 0.0) -> None:
+        self.value = float(value)
+        self._lock = threading.Lock()
+
+    def add(self, seconds: float) -> None:
+        with self._lock:
+            self.value += seconds
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> "_Seconds":
+        return self
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_Seconds, (self.value,))
+
+
 # ---------------------------------------------------------------------------- the env
 class LLMTeamEnv(AECEnv):
     """Base AEC env for a team of LLM roles speaking text. See the module docstring.
@@ -388,6 +409,7 @@ class LLMTeamEnv(AECEnv):
         self._sandbox_limits = dict(sandbox_limits or {})
         self._sandbox: Sandbox | None = None if isinstance(sandbox, str) else sandbox
         self._task_cache: OrderedDict[tuple[int, str], Any] = OrderedDict()
+        self._sandbox_seconds = _Seconds()
 
         self.possible_agents = list(self.roles)
         self._obs_spaces = {a: spaces.Dict({"prompt": AnyText(PROMPT_MAX_CHARS, min_length=0,
@@ -493,8 +515,19 @@ class LLMTeamEnv(AECEnv):
     def run_program(self, code: str, stdin: str = "", **limits: Any) -> "ExecutionResult":
         """Run ``code`` in :attr:`sandbox`; the result's ``status`` says how it ended (the program's
         outcome). A fault of the sandbox itself raises :class:`sandboxes.SandboxInfrastructureError`
-        (after the sandbox's own retries on fresh workers): let it propagate, never score it."""
-        return self.sandbox.run(code, stdin=stdin, **limits)
+        (after the sandbox's own retries on fresh workers): let it propagate, never score it. Its time
+        adds to :attr:`sandbox_seconds`."""
+        t0 = time.perf_counter()
+        try:
+            return self.sandbox.run(code, stdin=stdin, **limits)
+        finally:
+            self._sandbox_seconds.add(time.perf_counter() - t0)
+
+    @property
+    def sandbox_seconds(self) -> float:
+        """Seconds spent in :meth:`run_program` by this env and its deep copies (they share the total), since
+        the env was made: a rollout worker reports the difference over a batch as ``sandbox_s``."""
+        return self._sandbox_seconds.value
 
     def generate_in_split(self, seed: int, split: str, generate: Callable[[np.random.Generator], Any],
                           key: Callable[[Any], str], max_attempts: int = 1000) -> Any:

@@ -153,6 +153,12 @@ def with_sandbox(env_config: Mapping[str, Any], kind: str) -> dict:
     return cfg
 
 
+def _sandbox_seconds(envs: Sequence[Any]) -> float:
+    """The seconds the envs (and their copies) have spent in their sandbox so far: each env's
+    ``sandbox_seconds`` (:attr:`llm_marl_envs.LLMTeamEnv.sandbox_seconds`; 0 for an env without it)."""
+    return sum(float(getattr(getattr(e, "unwrapped", e), "sandbox_seconds", 0.0)) for e in envs)
+
+
 def _sandbox_part(before: Mapping[str, int], dropped: Sequence[Any],
                   env_offset: int = 0) -> tuple[dict[str, Any], dict[str, int]]:
     """A result's ``sandbox`` counters (those of this process's sandboxes since ``before``, an earlier
@@ -302,9 +308,7 @@ class RolloutWorker:
             cfg.update(self.spec.eval_env_config)
         cfg["split"] = split
         while len(envs) < n:
-            env = make_env(self.spec.env, cfg, self.worker_index)
-            self._time_sandbox(env)
-            envs.append(env)
+            envs.append(make_env(self.spec.env, cfg, self.worker_index))
         return envs[:n]
 
     def _progress_bar(self, split: str, envs: list) -> Any:
@@ -317,26 +321,6 @@ class RolloutWorker:
         total = int(turns) * len(inner.possible_agents) if inner is not None and isinstance(turns, int) else None
         what = "evaluation" if split == "eval" else "rollout"
         return tqdm(desc=f"{what} (worker {self.worker_index}, {len(envs)} envs)", total=total, unit="step")
-
-    @staticmethod
-    def _time_sandbox(env) -> None:
-        """Count the time the env spends in its sandbox (LLMTeamEnv.run_program), per instance."""
-        inner = getattr(env, "unwrapped", env)
-        run = getattr(inner, "run_program", None)
-        if run is None:
-            return
-        inner._llm_marl_sandbox_s = 0.0
-        lock = threading.Lock()  # candidates may step on copies of this env in several threads
-
-        def timed(*a: Any, **k: Any) -> Any:
-            t0 = time.perf_counter()
-            try:
-                return run(*a, **k)
-            finally:
-                with lock:
-                    inner._llm_marl_sandbox_s += time.perf_counter() - t0
-
-        inner.run_program = timed
 
     def sample(self, seeds: Sequence[int], *, sampling_seed: int, env_offset: int = 0, split: str = "train",
                mode: str = default_of("sampling.mode"), k: int = default_of("sampling.k"),
@@ -365,8 +349,7 @@ class RolloutWorker:
         t0 = time.perf_counter()
         faults = sandbox_fault_counts()  # process-wide: the in-process worker and a Ray actor alike
         envs = self._env_list(split, len(seeds))
-        for env in envs:
-            getattr(env, "unwrapped", env)._llm_marl_sandbox_s = 0.0
+        sandbox_s = _sandbox_seconds(envs)
         self.backend.gen_s, self.backend.tokens, self.backend.calls = 0.0, 0, 0
         self.backend.override_temperature = temperature
         sampler = self._sampler(sampling_seed, k)
@@ -391,7 +374,7 @@ class RolloutWorker:
             ep = dataclasses.replace(ep, env_idx=ep.env_idx + env_offset)
             episodes.append(ep)
         total = time.perf_counter() - t0
-        sandbox = sum(getattr(getattr(e, "unwrapped", e), "_llm_marl_sandbox_s", 0.0) for e in envs)
+        sandbox = _sandbox_seconds(envs) - sandbox_s
         return {"samples": samples, "episodes": episodes, "worker_index": self.worker_index,
                 "weights_version": self.weights_version,
                 "timings": {"rollout_s": total, "generate_s": self.backend.gen_s, "sandbox_s": sandbox,

@@ -303,7 +303,7 @@ def compute_advantages(
 def advantages_of_samples(samples: Sequence[Any], estimator: str = "at_grpo", *,
                           group_by: Sequence[str] = KEY_FIELDS, filter_zero_variance: bool = True,
                           norm: str = DEFAULT_ADV_NORM, **options: Any) -> SampleAdvantages:
-    """The advantages of rollout samples (:class:`~.rollout.Sample`) as a run computes them: the groups are the
+    """The advantages of rollout samples (:class:`~.records.Sample`) as a run computes them: the groups are the
     samples' group keys restricted to ``group_by`` (an :attr:`~AdvantageEstimator.episodes` estimator: the task
     groups of :func:`parallel_episodes`, the samples' episodes its ``episode_ids``); with
     ``filter_zero_variance`` the samples of zero-variance groups (of what the groups compare: the episode

@@ -157,7 +157,7 @@ def gigpo_of_samples(
     options: GiGPOOptions = _GIGPO,
     eps: float = DEFAULT_EPS,
 ) -> GiGPOAdvantages:
-    """:func:`gigpo_advantages` of parallel-mode rollout samples (:class:`~.rollout.Sample`).
+    """:func:`gigpo_advantages` of parallel-mode rollout samples (:class:`~.records.Sample`).
 
     An episode is ``(env_idx, candidate)`` (the candidate index is the episode index in parallel
     mode); the task group is the sample's group key restricted to the fields ``by`` other than

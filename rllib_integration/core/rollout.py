@@ -35,7 +35,7 @@ logged, and the other envs play on. Any other exception from an env's code propa
 
 from __future__ import annotations
 
-from typing import Callable, ContextManager, Iterator, Mapping, Optional, Sequence
+from typing import Any, Callable, ContextManager, Iterator, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -137,14 +137,14 @@ class RolloutSampler:
                               max_new_tokens=self.params.max_new_tokens, n=n, stop=self.params.stop, seed=seed)
 
     @staticmethod
-    def _reset(envs: Sequence, seeds: Optional[Sequence[int]]) -> None:
+    def _reset(envs: Sequence[Any], seeds: Optional[Sequence[int]]) -> None:
         if seeds is not None:
             if len(seeds) != len(envs):
                 raise ValueError(f"got {len(seeds)} seeds for {len(envs)} envs")
             for env, s in zip(envs, seeds, strict=True):
                 env.reset(seed=int(s))
 
-    def collect_tree(self, envs: Sequence, seeds: Optional[Sequence[int]] = None) -> list[Sample]:
+    def collect_tree(self, envs: Sequence[Any], seeds: Optional[Sequence[int]] = None) -> list[Sample]:
         """Play every env to its end with K-candidate tree sampling (:mod:`.tree`); return all candidates.
 
         ``envs`` are reset with ``seeds`` if given (else they must be reset already).
@@ -154,13 +154,13 @@ class RolloutSampler:
         samples, self.last_episodes, self.last_dropped = collect_tree(self, envs)
         return samples
 
-    def collect_parallel(self, envs: Sequence, seeds: Optional[Sequence[int]] = None) -> list[Sample]:
+    def collect_parallel(self, envs: Sequence[Any], seeds: Optional[Sequence[int]] = None) -> list[Sample]:
         """K independent episodes per env (deep copies), one sampled action per step (:mod:`.parallel`)."""
         self._reset(envs, seeds)
         samples, self.last_episodes, self.last_dropped = collect_parallel(self, envs)
         return samples
 
-    def stream(self, next_env: Callable[[int], Optional[tuple[int, object]]], slots: int, *, mode: str,
+    def stream(self, next_env: Callable[[int], Optional[tuple[int, Any]]], slots: int, *, mode: str,
                round_guard: Optional[Callable[[], ContextManager[int]]] = None) -> Iterator[FinishedEnv]:
         """Continuous batching (``mode``: ``tree`` or ``parallel``; :mod:`.streaming`): ``slots`` envs play at
         once, and an env's slot is refilled as soon as its rollout ends, so a ``generate`` call never waits for

@@ -146,7 +146,7 @@ class _InProcessWorker(_WorkerHandle):
                 self._pending = (weights, version)  # taken before the next sample
                 return _Done(version)
             self._pending = None
-        return _Done(self.worker.set_weights(weights, version))
+            return _Done(self.worker.set_weights(weights, version))
 
     def sample(self, part: list[int], kwargs: dict[str, Any], *, background: bool = False) -> Any:
         if not background:

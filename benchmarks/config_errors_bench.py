@@ -30,7 +30,7 @@ CLI_CASES = [
     ["--set", "env.config.sizee=4"],
     ["--set", "training.lr=-1e-3"],
     ["--set", "model.path=/nope"],
-    ["--num-cpus", "1", "--set", "rollout.num_rollout_workers=2"],
+    ["--num-cpus", "1", "--set", "rollout.num_rollout_actors=2"],
 ]
 
 

@@ -300,7 +300,7 @@ class ATGRPO(Algorithm):
     def _submit_sampling(self, iteration: int) -> Any:
         cfg = self.config
         return self.rollout_workers.submit(self._train_seeds(iteration), sampling_seed=self._sampling_seed(iteration),
-                                           split="train", mode=cfg.sampling_mode, k=int(cfg.k),
+                                           split="train", mode=cfg.mode, k=int(cfg.k),
                                            background=self._pipeline.asynchronous)
 
     def _start_stream(self, first: int) -> Any:
@@ -309,7 +309,7 @@ class ATGRPO(Algorithm):
         n, queue_size = int(cfg.envs_per_iteration), cfg.stream_queue_size or max(1, int(cfg.num_rollout_actors))
         return self.rollout_workers.start_stream(
             first=first, seeds=self._seeds(), slots=n, queue_size=int(queue_size),
-            sampling_seed=self._sampling_seed(first // n), mode=cfg.sampling_mode, k=int(cfg.k))
+            sampling_seed=self._sampling_seed(first // n), mode=cfg.mode, k=int(cfg.k))
 
     def _sample_trees(self) -> dict[str, Any]:
         """The iteration's env seeds played by the rollout workers (submitted ahead with ``max_staleness`` > 0:

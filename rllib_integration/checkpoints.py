@@ -29,12 +29,13 @@ import json
 import os
 import re
 import shutil
+import warnings
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Optional, Sequence
 
 import numpy as np
 
-from .settings import UsageError
+from .settings import OLD_ATTRIBUTES, UsageError
 
 __all__ = ["CheckpointError", "Checkpoint", "FORMAT", "MARKER", "write_checkpoint", "read_checkpoint",
            "find_checkpoint", "is_checkpoint", "checkpoints_of", "newest_checkpoint", "prune", "encode_state",
@@ -459,8 +460,8 @@ ALLOW_LOCAL_SANDBOX_ENV = "LLM_MARL_ALLOW_LOCAL_SANDBOX"
 def _check_sandbox(c: Any, where: str) -> None:
     """A checkpoint may not choose to run the model's programs without isolation: ``rollout.sandbox: local`` (or an
     env config's ``sandbox: local``) is refused unless :data:`ALLOW_LOCAL_SANDBOX_ENV` is 1."""
-    asked = [("rollout.sandbox", getattr(c, "rollout_sandbox", None))]
-    for key, cfg in (("env.config", c.env_config), ("env.eval_config", getattr(c, "eval_env_config", None))):
+    asked = [("rollout.sandbox", getattr(c, "sandbox", None))]
+    for key, cfg in (("env.config", c.env_config), ("env.eval_config", getattr(c, "env_eval_config", None))):
         if isinstance(cfg, Mapping):
             asked.append((f"{key}.sandbox", cfg.get("sandbox")))
     local = [k for k, v in asked if v == "local"]
@@ -484,7 +485,12 @@ def algorithm_config(ckpt: Checkpoint, imports: Sequence[str] = (), *, config_cl
         raise CheckpointError(f"damaged checkpoint: {where!r} lacks its settings or policy mapping")
     c = config_cls()  # ATGRPOConfig (passed in: this module does not import the algorithm's)
     known = c.__dict__
+    old = [k for k in settings if k in OLD_ATTRIBUTES and k not in known]
+    if old:  # written by the previous release
+        warnings.warn(f"{where} names settings by the previous release's names (read until the next release): "
+                      + ", ".join(f"{k!r} (now {OLD_ATTRIBUTES[k]!r})" for k in old), DeprecationWarning, stacklevel=2)
     for k, v in settings.items():
+        k = OLD_ATTRIBUTES[k] if k in old else k
         if k not in known or k.startswith("__") or not _plain(known[k]):
             raise CheckpointError(f"{where!r}: {k!r} is not a plain setting of ATGRPOConfig (a checkpoint of "
                                   "another version, or made by hand: classes and functions are never recorded)")

@@ -461,7 +461,7 @@ def train(config_path: Optional[str] = None, sets: Sequence[str] = (), *, num_cp
         import yaml
 
         # W&B's Tune callback logs from a Ray actor of its own
-        need_ray = (cfg["rollout"]["num_rollout_workers"] > 0 or cfg["resources"]["num_learners"] > 0
+        need_ray = (cfg["rollout"]["num_rollout_actors"] > 0 or cfg["resources"]["num_learners"] > 0
                     or any(t["type"] == "wandb" for t in cfg["run"]["trackers"]))
         # progress bars only on a terminal: redirected, each redraw would be another (huge) line of the log
         bars = not quiet and (progress_bars or sys.stderr.isatty())
@@ -663,7 +663,7 @@ def evaluates_in_process(config: Any) -> bool:
     local; ``--num-cpus`` is then moot): unless a cluster is named (``--address``/``RAY_ADDRESS``), or the run's
     rollout workers or learners use GPUs or its rollouts another backend than Hugging Face's (those run as the
     training run ran them). Eval gives the same episodes either way (tests/rllib_integration/test_run_logs.py)."""
-    return (cluster_address() is None and config.generation_backend == "hf"
+    return (cluster_address() is None and config.backend == "hf"
             and not float(config.num_gpus_per_rollout_worker) and not float(config.num_gpus_per_learner))
 
 

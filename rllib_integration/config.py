@@ -20,8 +20,8 @@ from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from .config_builders import RLLIB_BUILDERS, ConfigBuilders
 from .envs import EnvCheck, check_env
 from .policies import AgentTableMapping, resolve_mapping
-from .settings import (ConfigError, attribute_name, builder_calls, builder_keywords, config_attributes, settings_of,
-                       validate_settings)
+from .settings import (OLD_ATTRIBUTES, ConfigError, attribute_name, builder_calls, builder_keywords, config_attributes,
+                       settings_of, validate_settings, warn_renamed)
 
 __all__ = ["ATGRPOConfigBase", "RLLIB_ALIASES", "RLLIB_UNUSED"]
 
@@ -31,7 +31,7 @@ RLLIB_ALIASES: dict[str, tuple[str, str]] = {
     "num_env_runners": ("rollouts", "num_rollout_actors"),
     "num_cpus_per_env_runner": ("rollouts", "num_cpus_per_rollout_worker"),
     "num_gpus_per_env_runner": ("rollouts", "num_gpus_per_rollout_worker"),
-    "max_num_env_runner_restarts": ("rollouts", "max_rollout_worker_restarts"),
+    "max_num_env_runner_restarts": ("rollouts", "max_worker_restarts"),
     "evaluation_duration": ("evaluation", "evaluation_num_episodes"),
 }
 
@@ -48,7 +48,7 @@ RLLIB_UNUSED: dict[str, str] = {
     "num_envs_per_env_runner": _BATCH,
     "rollout_fragment_length": "episodes are always played to the end; " + _BATCH,
     "batch_mode": "episodes are always played to the end",
-    "evaluation_num_env_runners": "evaluation runs on the rollout workers (rollout.num_rollout_workers)",
+    "evaluation_num_env_runners": "evaluation runs on the rollout workers (rollout.num_rollout_actors)",
     "evaluation_parallel_to_training": "evaluation runs after the iteration's update",
     "evaluation_duration_unit": "evaluation counts episodes: .evaluation(evaluation_num_episodes=N)",
     "explore": "sampling.temperature (training) and evaluation.temperature (0 = greedy)",
@@ -122,11 +122,15 @@ class ATGRPOConfigBase(ConfigBuilders, AlgorithmConfig):
 
     # -- builder methods: typed in .config_builders (generated from the schema); their one body ---------
     def _set_settings(self, builder: str, kwargs: Mapping[str, Any], *, rllib_method: bool = False) -> dict:
-        """Set this builder's AT-GRPO settings from ``kwargs``; return the rest (RLlib's own keywords)."""
+        """Set this builder's AT-GRPO settings from ``kwargs``; return the rest (RLlib's own keywords). A keyword
+        of the previous release (:data:`~.settings.OLD_ATTRIBUTES`) sets its setting, with a DeprecationWarning."""
         ours = builder_keywords(builder)
         rllib_params = _rllib_params(builder) if rllib_method else set()
         rest = {}
         for k, v in kwargs.items():
+            if OLD_ATTRIBUTES.get(k) in ours and k not in rllib_params:
+                warn_renamed(k, OLD_ATTRIBUTES[k], f"ATGRPOConfig.{builder}() keyword", stacklevel=5)
+                k = OLD_ATTRIBUTES[k]
             if k in rllib_params:
                 rest[k] = v
             elif k in ours and not ours[k].rllib:
@@ -173,7 +177,7 @@ class ATGRPOConfigBase(ConfigBuilders, AlgorithmConfig):
         return super().env_runners(**self._map_rllib_aliases("env_runners", kwargs))
 
     def fault_tolerance(self, **kwargs: Any) -> Self:
-        """RLlib's ``.fault_tolerance()``; ``max_num_env_runner_restarts`` sets ``max_rollout_worker_restarts``."""
+        """RLlib's ``.fault_tolerance()``; ``max_num_env_runner_restarts`` sets ``max_worker_restarts``."""
         return super().fault_tolerance(**self._map_rllib_aliases("fault_tolerance", kwargs))
 
     # -- validation --------------------------------------------------------------------------
@@ -206,9 +210,9 @@ class ATGRPOConfigBase(ConfigBuilders, AlgorithmConfig):
         """Resolve the env, build one probe env here (train and eval arguments) and check the policy
         mapping against its roles; returns the env entry and agents. Raises :class:`ConfigError`."""
         check = check_env(self.env, dict(self.env_config or {}), modules=self.env_modules,
-                          eval_env_config=self.eval_env_config,
+                          eval_env_config=self.env_eval_config,
                           names={"env": "ATGRPOConfig.env", "env_config": "ATGRPOConfig.env_config",
-                                 "eval_env_config": "ATGRPOConfig.eval_env_config",
+                                 "eval_env_config": "ATGRPOConfig.env_eval_config",
                                  "modules": "ATGRPOConfig.env_modules"})
         resolve_mapping(self, check.agents, env_name=check.entry.name)
         return check
@@ -256,3 +260,20 @@ class ATGRPOConfigBase(ConfigBuilders, AlgorithmConfig):
             c.multi_agent(**multi)
             c.rl_module(algorithm_config_overrides_per_module={p: o for p, o in overrides.items() if o})
         return c
+
+
+def _old_attribute(old: str, new: str) -> property:
+    """``ATGRPOConfig.<old>``: the previous release's name of ``<new>``, with a DeprecationWarning."""
+    def get(self: Any) -> Any:
+        warn_renamed(old, new, "ATGRPOConfig attribute")
+        return getattr(self, new)
+
+    def set_(self: Any, value: Any) -> None:
+        warn_renamed(old, new, "ATGRPOConfig attribute")
+        setattr(self, new, value)
+
+    return property(get, set_, doc=f"Deprecated: ``{new}`` (the previous release's name).")
+
+
+for _old, _new in OLD_ATTRIBUTES.items():
+    setattr(ATGRPOConfigBase, _old, _old_attribute(_old, _new))

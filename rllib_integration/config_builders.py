@@ -30,7 +30,7 @@ class ConfigBuilders:
         self,
         *,
         model_path: Any = NOT_PROVIDED,
-        tiny_model: Mapping[str, Any] = NOT_PROVIDED,
+        model_tiny: Mapping[str, Any] = NOT_PROVIDED,
         model_dtype: Literal['float32', 'bfloat16', 'float16'] = NOT_PROVIDED,
         model_device: Optional[str] = NOT_PROVIDED,
         specialization: Literal['L1', 'L2', 'L3'] = NOT_PROVIDED,
@@ -44,7 +44,7 @@ class ConfigBuilders:
             model_path: `tiny` (built locally, cached under `~/.cache/llm-marl`), `smollm2` (from the `llm-
                 smollm2` package), a `save_pretrained` directory, or `{tiny: {hidden: 32, layers: 1, ...}}`
                 (YAML ``model.path``; default ``'tiny'``).
-            tiny_model: `build_tiny_model` arguments used when `path: tiny` (`vocab`, `hidden`, `layers`,
+            model_tiny: `build_tiny_model` arguments used when `path: tiny` (`vocab`, `hidden`, `layers`,
                 `heads`, `kv_heads`, `intermediate`, `max_positions`, `seed`, `tie_embeddings`) (YAML
                 ``model.tiny``; default ``{}``).
             model_dtype: weights dtype of learner and generation (YAML ``model.dtype``; default ``'float32'``).
@@ -63,7 +63,7 @@ class ConfigBuilders:
         """
         return self._apply_builder('llm', {
             'model_path': model_path,
-            'tiny_model': tiny_model,
+            'model_tiny': model_tiny,
             'model_dtype': model_dtype,
             'model_device': model_device,
             'specialization': specialization,
@@ -74,7 +74,7 @@ class ConfigBuilders:
     def sampling(
         self,
         *,
-        sampling_mode: Literal['tree', 'parallel'] = NOT_PROVIDED,
+        mode: Literal['tree', 'parallel'] = NOT_PROVIDED,
         tree_select: Literal['best', 'sample'] = NOT_PROVIDED,
         k: int = NOT_PROVIDED,
         temperature: float = NOT_PROVIDED,
@@ -88,8 +88,8 @@ class ConfigBuilders:
         """Generation in rollouts: tree or parallel sampling, K candidates, temperature, reply length.
 
         Args:
-            sampling_mode: `tree`: AT-GRPO tree sampling (K candidates per (env, turn, agent) from one snapshot,
-                best continued); `parallel`: K independent episodes per env (YAML ``sampling.mode``; default
+            mode: `tree`: AT-GRPO tree sampling (K candidates per (env, turn, agent) from one snapshot, best
+                continued); `parallel`: K independent episodes per env (YAML ``sampling.mode``; default
                 ``'tree'``).
             tree_select: tree mode: the candidate continued from each node: `best` the highest immediate reward
                 (AT-GRPO); `sample` one drawn among the valid candidates, so actions that pay later (a router's
@@ -110,7 +110,7 @@ class ConfigBuilders:
                 that type checkers flag it too).
         """
         return self._apply_builder('sampling', {
-            'sampling_mode': sampling_mode,
+            'mode': mode,
             'tree_select': tree_select,
             'k': k,
             'temperature': temperature,
@@ -128,20 +128,20 @@ class ConfigBuilders:
         envs_per_iteration: int = NOT_PROVIDED,
         num_cpus_per_rollout_worker: float = NOT_PROVIDED,
         num_gpus_per_rollout_worker: float = NOT_PROVIDED,
-        generation_backend: Literal['hf', 'vllm'] = NOT_PROVIDED,
-        max_rollout_worker_restarts: int = NOT_PROVIDED,
+        backend: Literal['hf', 'vllm'] = NOT_PROVIDED,
+        max_worker_restarts: int = NOT_PROVIDED,
         train_task_pool: Optional[int] = NOT_PROVIDED,
-        rollout_sandbox: Literal['warm', 'cold', 'docker', 'local'] = NOT_PROVIDED,
+        sandbox: Literal['warm', 'cold', 'docker', 'local'] = NOT_PROVIDED,
         torch_threads: int = NOT_PROVIDED,
         progress_bars: bool = NOT_PROVIDED,
-        rollout_start_timeout_s: float = NOT_PROVIDED,
+        start_timeout_s: float = NOT_PROVIDED,
         step_workers: Optional[int] = NOT_PROVIDED,
         static_cache: bool = NOT_PROVIDED,
-        generation_max_batch_size: int = NOT_PROVIDED,
-        generation_warmup: bool = NOT_PROVIDED,
-        generation_compile: Optional[bool] = NOT_PROVIDED,
-        rollout_logprobs: Literal['sampled', 'forward'] = NOT_PROVIDED,
-        vllm_options: Mapping[str, Any] = NOT_PROVIDED,
+        max_batch_size: int = NOT_PROVIDED,
+        warmup: bool = NOT_PROVIDED,
+        compile: Optional[bool] = NOT_PROVIDED,
+        logprobs: Literal['sampled', 'forward'] = NOT_PROVIDED,
+        vllm: Mapping[str, Any] = NOT_PROVIDED,
         vllm_sleep: bool = NOT_PROVIDED,
         **unknown: Never,
     ) -> Self:
@@ -149,34 +149,33 @@ class ConfigBuilders:
 
         Args:
             num_rollout_actors: rollout-worker Ray actors (0: sample in the algorithm's own process) (YAML
-                ``rollout.num_rollout_workers``; default ``1``).
+                ``rollout.num_rollout_actors``; default ``1``).
             envs_per_iteration: env instances (episodes) per iteration, split between the workers (YAML
                 ``rollout.envs_per_iteration``; default ``8``).
-            num_cpus_per_rollout_worker: CPUs reserved per rollout worker (YAML ``rollout.num_cpus_per_worker``;
-                default ``1``).
+            num_cpus_per_rollout_worker: CPUs reserved per rollout worker (YAML
+                ``rollout.num_cpus_per_rollout_worker``; default ``1``).
             num_gpus_per_rollout_worker: GPUs reserved per rollout worker (generation runs on `cuda` then) (YAML
-                ``rollout.num_gpus_per_worker``; default ``0``).
-            generation_backend: generation backend: `hf` (transformers, CPU/GPU) or `vllm` (vLLM on a GPU, or
-                its CPU build: docs/vllm.md) (YAML ``rollout.backend``; default ``'hf'``).
-            max_rollout_worker_restarts: crashed workers restarted (their batch redone) per run before the run
-                fails (YAML ``rollout.max_worker_restarts``; default ``3``).
+                ``rollout.num_gpus_per_rollout_worker``; default ``0``).
+            backend: generation backend: `hf` (transformers, CPU/GPU) or `vllm` (vLLM on a GPU, or its CPU
+                build: docs/vllm.md) (YAML ``rollout.backend``; default ``'hf'``).
+            max_worker_restarts: crashed workers restarted (their batch redone) per run before the run fails
+                (YAML ``rollout.max_worker_restarts``; default ``3``).
             train_task_pool: null: fresh training problems every iteration (seed = `seed*1e6 + it*n + j`); N:
                 cycle through the training seeds `0..N-1` (YAML ``rollout.train_task_pool``; default ``None``).
-            rollout_sandbox: how llm_marl envs run model-written programs (Code-v0, Math-v0, the grid tasks'
-                tool): `warm` the bwrap fork-server pool (`sandbox="bwrap", sandbox_limits={"warm": true}`, one
-                pool per worker process; falls back to `auto` with a warning where bubblewrap does not work),
-                `cold` a fresh bwrap sandbox per run (the envs' own default `"auto"`), `docker`, `local` (no
-                isolation; see docs/sandboxes.md). A `sandbox` key in `env.config` wins. Same isolation and
-                attack suite for `warm` and `cold`; `warm` made a tree batch of 8 envs x K=4 ~7x (Code-v0) to
-                ~20x (Math-v0) faster (benchmarks/RESULTS.md "Rollouts") (YAML ``rollout.sandbox``; default
-                ``'warm'``).
+            sandbox: how llm_marl envs run model-written programs (Code-v0, Math-v0, the grid tasks' tool):
+                `warm` the bwrap fork-server pool (`sandbox="bwrap", sandbox_limits={"warm": true}`, one pool
+                per worker process; falls back to `auto` with a warning where bubblewrap does not work), `cold`
+                a fresh bwrap sandbox per run (the envs' own default `"auto"`), `docker`, `local` (no isolation;
+                see docs/sandboxes.md). A `sandbox` key in `env.config` wins. Same isolation and attack suite
+                for `warm` and `cold`; `warm` made a tree batch of 8 envs x K=4 ~7x (Code-v0) to ~20x (Math-v0)
+                faster (benchmarks/RESULTS.md "Rollouts") (YAML ``rollout.sandbox``; default ``'warm'``).
             torch_threads: torch CPU threads of each rollout worker and of the algorithm's own process (YAML
                 ``rollout.torch_threads``; default ``1``).
             progress_bars: a progress bar per rollout worker inside each iteration and evaluation (agent steps
                 of its envs; Ray's `tqdm_ray`, shown by the driver). `llm-marl train` turns it on (`--quiet`:
                 off) (YAML ``rollout.progress_bars``; default ``False``).
-            rollout_start_timeout_s: seconds to wait for the rollout workers to start (resources granted, model
-                loaded) before the run fails with a message naming the resources that are missing (YAML
+            start_timeout_s: seconds to wait for the rollout workers to start (resources granted, model loaded)
+                before the run fails with a message naming the resources that are missing (YAML
                 ``rollout.start_timeout_s``; default ``600``).
             step_workers: threads stepping the K candidates of all envs of a tree round concurrently, each on
                 its own copy of the env (same samples as 1 = one after another); null: `RolloutSampler`'s
@@ -186,21 +185,21 @@ class ConfigBuilders:
                 and the batch to `max_batch_size` rows; the same tokens and log-probs as the dynamic cache on
                 the same rows; faster on a GPU, see benchmarks/RESULTS.md "GPU") (YAML ``rollout.static_cache``;
                 default ``False``).
-            generation_max_batch_size: HF backend: sequences per `generate` call (larger requests are split);
-                with `static_cache` every call on a GPU is padded to this many rows, so the compiled decoding
-                step sees one batch shape: set it to the largest batch a turn asks for (`envs_per_iteration` x
+            max_batch_size: HF backend: sequences per `generate` call (larger requests are split); with
+                `static_cache` every call on a GPU is padded to this many rows, so the compiled decoding step
+                sees one batch shape: set it to the largest batch a turn asks for (`envs_per_iteration` x
                 `sampling.k`) (YAML ``rollout.max_batch_size``; default ``64``).
-            generation_warmup: HF backend with `static_cache` on a GPU: compile the decoding step while each
-                rollout worker starts (two short `generate` calls) instead of during the first iteration (YAML
+            warmup: HF backend with `static_cache` on a GPU: compile the decoding step while each rollout worker
+                starts (two short `generate` calls) instead of during the first iteration (YAML
                 ``rollout.warmup``; default ``True``).
-            generation_compile: HF backend with `static_cache`: torch.compile the decoding step (null:
-                transformers' default) (YAML ``rollout.compile``; default ``None``).
-            rollout_logprobs: HF backend: how the sampled tokens' log-probs are taken: `sampled` recorded while
+            compile: HF backend with `static_cache`: torch.compile the decoding step (null: transformers'
+                default) (YAML ``rollout.compile``; default ``None``).
+            logprobs: HF backend: how the sampled tokens' log-probs are taken: `sampled` recorded while
                 generating (one vocabulary row per step, never stacked), `forward` one chunked forward pass
                 after generating (YAML ``rollout.logprobs``; default ``'sampled'``).
-            vllm_options: vLLM backend: keyword arguments of every `vllm.LLM(...)` (e.g.
-                `gpu_memory_utilization`, `max_model_len`, `enforce_eager`; at L3 each policy's engine gets
-                them); `dtype` defaults to `model.dtype` (YAML ``rollout.vllm``; default ``{}``).
+            vllm: vLLM backend: keyword arguments of every `vllm.LLM(...)` (e.g. `gpu_memory_utilization`,
+                `max_model_len`, `enforce_eager`; at L3 each policy's engine gets them); `dtype` defaults to
+                `model.dtype` (YAML ``rollout.vllm``; default ``{}``).
             vllm_sleep: vLLM on a GPU: the engines sleep while the learner updates (vLLM sleep mode, level 1:
                 weights offloaded to CPU memory, KV cache freed) and wake before the weight sync, so the learner
                 can use their GPU memory; synchronous training only (YAML ``rollout.vllm_sleep``; default
@@ -213,20 +212,20 @@ class ConfigBuilders:
             'envs_per_iteration': envs_per_iteration,
             'num_cpus_per_rollout_worker': num_cpus_per_rollout_worker,
             'num_gpus_per_rollout_worker': num_gpus_per_rollout_worker,
-            'generation_backend': generation_backend,
-            'max_rollout_worker_restarts': max_rollout_worker_restarts,
+            'backend': backend,
+            'max_worker_restarts': max_worker_restarts,
             'train_task_pool': train_task_pool,
-            'rollout_sandbox': rollout_sandbox,
+            'sandbox': sandbox,
             'torch_threads': torch_threads,
             'progress_bars': progress_bars,
-            'rollout_start_timeout_s': rollout_start_timeout_s,
+            'start_timeout_s': start_timeout_s,
             'step_workers': step_workers,
             'static_cache': static_cache,
-            'generation_max_batch_size': generation_max_batch_size,
-            'generation_warmup': generation_warmup,
-            'generation_compile': generation_compile,
-            'rollout_logprobs': rollout_logprobs,
-            'vllm_options': vllm_options,
+            'max_batch_size': max_batch_size,
+            'warmup': warmup,
+            'compile': compile,
+            'logprobs': logprobs,
+            'vllm': vllm,
             'vllm_sleep': vllm_sleep,
         }, unknown)
 
@@ -271,7 +270,7 @@ class ConfigBuilders:
         kl_coef: float = NOT_PROVIDED,
         kl_estimator: Literal['k1', 'k3'] = NOT_PROVIDED,
         entropy_coef: float = NOT_PROVIDED,
-        loss_agg: Literal['token-mean', 'seq-mean-token-mean', 'seq-mean-token-sum-norm'] = NOT_PROVIDED,
+        agg: Literal['token-mean', 'seq-mean-token-mean', 'seq-mean-token-sum-norm'] = NOT_PROVIDED,
         behavior_logprobs: Literal['sampler', 'learner'] = NOT_PROVIDED,
         tis_cap: Optional[float] = NOT_PROVIDED,
         micro_batch_tokens: Optional[int] = NOT_PROVIDED,
@@ -326,7 +325,7 @@ class ConfigBuilders:
                 ``'k3'``).
             entropy_coef: entropy bonus (per policy: `policies.<id>.entropy_coef`) (YAML
                 ``training.entropy_coef``; default ``0.0``).
-            loss_agg: loss aggregation (YAML ``training.agg``; default ``'token-mean'``).
+            agg: loss aggregation (YAML ``training.agg``; default ``'token-mean'``).
             behavior_logprobs: the behaviour (old) log-probs of the PPO ratio: `sampler` those the generation
                 backend returned with the tokens; `learner` the learner's own, recomputed under its weights
                 before the iteration's first update (one no-grad forward pass over the trained samples, micro-
@@ -404,7 +403,7 @@ class ConfigBuilders:
             'kl_coef': kl_coef,
             'kl_estimator': kl_estimator,
             'entropy_coef': entropy_coef,
-            'loss_agg': loss_agg,
+            'agg': agg,
             'behavior_logprobs': behavior_logprobs,
             'tis_cap': tis_cap,
             'micro_batch_tokens': micro_batch_tokens,
@@ -425,7 +424,7 @@ class ConfigBuilders:
     def evaluation(
         self,
         *,
-        eval_env_config: Mapping[str, Any] = NOT_PROVIDED,
+        env_eval_config: Mapping[str, Any] = NOT_PROVIDED,
         evaluation_num_episodes: int = NOT_PROVIDED,
         evaluation_temperature: float = NOT_PROVIDED,
         evaluation_final_iteration: Optional[int] = NOT_PROVIDED,
@@ -434,7 +433,7 @@ class ConfigBuilders:
         """RLlib's ``evaluation()`` plus AT-GRPO's held-out evaluation settings.
 
         Args:
-            eval_env_config: overrides of `config` for evaluation episodes (always `split: eval`) (YAML
+            env_eval_config: overrides of `config` for evaluation episodes (always `split: eval`) (YAML
                 ``env.eval_config``; default ``{}``).
             evaluation_num_episodes: eval episodes (seeds `0..N-1` of the eval split) (YAML
                 ``evaluation.num_episodes``; default ``16``).
@@ -447,7 +446,7 @@ class ConfigBuilders:
                 ``evaluation_num_episodes``).
         """
         return self._apply_builder('evaluation', {
-            'eval_env_config': eval_env_config,
+            'env_eval_config': env_eval_config,
             'evaluation_num_episodes': evaluation_num_episodes,
             'evaluation_temperature': evaluation_temperature,
             'evaluation_final_iteration': evaluation_final_iteration,

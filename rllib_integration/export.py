@@ -151,7 +151,7 @@ class TrainedTeam:
         """Play one episode (the run's env on ``split`` by default, or ``env``) with the trained team."""
         if env is None:
             check = self.config.check_env()
-            env = check.entry({**dict(self.config.env_config), **(dict(self.config.eval_env_config)
+            env = check.entry({**dict(self.config.env_config), **(dict(self.config.env_eval_config)
                                                                    if split == "eval" else {}), "split": split})
         sampler = self._sampler(temperature, None, seed)
         steps = sampler.collect_parallel([env], seeds=[int(seed)])

@@ -67,7 +67,7 @@ class ATGRPOTorchLearner(TorchLearner):
         """The :class:`LossConfig` of one module from its (per-module) algorithm config."""
         return LossConfig(clip_low=float(config.clip_low), clip_high=float(config.clip_high),
                           kl_coef=float(config.kl_coef), kl_estimator=config.kl_estimator,
-                          entropy_coef=float(config.entropy_coef), agg=config.loss_agg,
+                          entropy_coef=float(config.entropy_coef), agg=config.agg,
                           norm_tokens=int(config.max_new_tokens),
                           tis_cap=None if config.tis_cap is None else float(config.tis_cap))
 

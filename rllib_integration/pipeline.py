@@ -14,7 +14,7 @@ generated with, so the PPO ratio corrects for the lag. No batch is started past 
 (``evaluation.final_iteration``, where the run's length is known), so the run's end and its final
 evaluation wait for nothing. ``k = 0`` is the synchronous loop (sample, then update), unchanged.
 
-With the in-process worker (``rollout.num_rollout_workers: 0``) the batch is generated in a thread of
+With the in-process worker (``rollout.num_rollout_actors: 0``) the batch is generated in a thread of
 the learner's process: the two share torch's global random state and, on a GPU, its memory. The HF
 backend seeds generation per call, so samples stay reproducible as long as the learner draws no random
 numbers (no dropout); prefer rollout actors for asynchronous runs of models with dropout.

@@ -47,7 +47,7 @@ def check_trial_placement(cf: Any, bundles: list[dict[str, float]]) -> None:
         advice="Give Ray more (ray.init(num_cpus=...), more nodes) or ask for less (fewer rollout actors, "
                "num_cpus_per_rollout_worker=0.5, .resources(num_cpus_for_main_process=...))")
     needs = ", ".join(f"{v:g} {k}" for k, v in actor_resources(plan).items())
-    after = min(float(PENDING_WARN_S), float(cf.rollout_start_timeout_s))
+    after = min(float(PENDING_WARN_S), float(cf.start_timeout_s))
     watch_pending_placement(bundles, f"{needs} ({describe_plan(plan, python=True)})", after)
 
 

@@ -262,7 +262,7 @@ def _l1_error(what: str, *, where: str = "") -> ConfigError:
 
 def _policy_specs(config: Any, pids: list[str]) -> dict[str, LLMPolicySpec]:
     level = config.specialization
-    tiny = dict(config.tiny_model or {})
+    tiny = dict(config.model_tiny or {})
     common = dict(level=level, dtype=config.model_dtype, seed=int(config.seed or 0),
                   master_weights=bool(config.master_weights),
                   gradient_checkpointing=bool(config.gradient_checkpointing),

@@ -41,10 +41,10 @@ class ActorPlan:
     """The actors of a run: rollout workers and remote learners, with their per-actor resources,
     and (``main_process``, Tune trials only) the bundle of the algorithm's own process."""
 
-    num_rollout_workers: int
+    num_rollout_actors: int
     # the defaults of the run settings of the same name (default_of: written once, in the schema)
-    num_cpus_per_worker: float = default_of("rollout.num_cpus_per_worker")
-    num_gpus_per_worker: float = default_of("rollout.num_gpus_per_worker")
+    num_cpus_per_rollout_worker: float = default_of("rollout.num_cpus_per_rollout_worker")
+    num_gpus_per_rollout_worker: float = default_of("rollout.num_gpus_per_rollout_worker")
     num_learners: int = default_of("resources.num_learners")
     num_gpus_per_learner: float = default_of("resources.num_gpus_per_learner")
     num_cpus_per_learner: Union[float, str] = "auto"
@@ -53,7 +53,7 @@ class ActorPlan:
     @classmethod
     def of_run_config(cls, cfg: Mapping[str, Any]) -> "ActorPlan":
         r, res = cfg["rollout"], cfg["resources"]
-        return cls(r["num_rollout_workers"], r["num_cpus_per_worker"], r["num_gpus_per_worker"],
+        return cls(r["num_rollout_actors"], r["num_cpus_per_rollout_worker"], r["num_gpus_per_rollout_worker"],
                    res["num_learners"], res["num_gpus_per_learner"])
 
     @classmethod
@@ -69,9 +69,9 @@ def actor_resources(plan: ActorPlan) -> dict[str, float]:
     if cpl == "auto":
         cpl = 1.0 if not plan.num_gpus_per_learner else 0.0
     main = plan.main_process or {}
-    cpu = (plan.num_rollout_workers * plan.num_cpus_per_worker + (plan.num_learners * float(cpl))
+    cpu = (plan.num_rollout_actors * plan.num_cpus_per_rollout_worker + (plan.num_learners * float(cpl))
            + float(main.get("CPU", 0.0)))
-    gpu = (plan.num_rollout_workers * plan.num_gpus_per_worker + plan.num_learners * plan.num_gpus_per_learner
+    gpu = (plan.num_rollout_actors * plan.num_gpus_per_rollout_worker + plan.num_learners * plan.num_gpus_per_learner
            + float(main.get("GPU", 0.0)))
     return {k: float(v) for k, v in (("CPU", cpu), ("GPU", gpu)) if v}
 
@@ -84,8 +84,9 @@ def describe_plan(plan: ActorPlan, python: bool) -> str:
         gpu = f" + {float(main['GPU']):g} GPU" if main.get("GPU") else ""
         parts.append(f"{float(main.get('CPU', 0)):g} CPU{gpu} for the Tune trial's own process "
                      "(resources.num_cpus_for_main_process, and num_gpus_per_learner for its local learner)")
-    workers = (f"rollout.num_rollout_workers={plan.num_rollout_workers} x (num_cpus_per_worker="
-               f"{plan.num_cpus_per_worker:g}, num_gpus_per_worker={plan.num_gpus_per_worker:g})")
+    workers = (f"rollout.num_rollout_actors={plan.num_rollout_actors} x (num_cpus_per_rollout_worker="
+               f"{plan.num_cpus_per_rollout_worker:g}, "
+               f"num_gpus_per_rollout_worker={plan.num_gpus_per_rollout_worker:g})")
     if python:
         workers += " [.rollouts(num_rollout_actors=, num_cpus_per_rollout_worker=, num_gpus_per_rollout_worker=)]"
     parts.append(workers)

@@ -66,7 +66,7 @@ class RoleWithoutSamplesWarning(UserWarning):
 def role_starved_message(cfg: Any, streaks: Mapping[str, int], counts: Mapping[str, int]) -> str:
     """The warning of a run in which the roles ``streaks`` (role -> iterations in a row) got no samples."""
     roles = ", ".join(f"{a} ({n} iterations)" for a, n in sorted(streaks.items()))
-    mode = str(getattr(cfg, "sampling_mode", "tree"))
+    mode = str(getattr(cfg, "mode", "tree"))
     select = str(getattr(cfg, "tree_select", "best"))
     lines = [f"ATGRPO WARNING: no samples of role(s) {roles} in a row, so their policies learn nothing. Samples "
              "per role this iteration: " + ", ".join(f"{a} {n}" for a, n in sorted(counts.items())) + "."]

@@ -295,10 +295,11 @@ class _ActorWorker(_WorkerHandle):
         want = ", ".join(f"{v:g} {k}" for k, v in each.items() if v)
         raise GetTimeoutError(
             f"{len(pending)} of {len(refs)} rollout workers did not start within rollout.start_timeout_s="
-            f"{timeout_s:g}s. Each needs {want or 'no resources'} (rollout.num_cpus_per_worker / "
-            f"num_gpus_per_worker); the cluster has CPU {avail.get('CPU', 0):g} free of {total.get('CPU', 0):g}, "
+            f"{timeout_s:g}s. Each needs {want or 'no resources'} (rollout.num_cpus_per_rollout_worker "
+            f"/ num_gpus_per_rollout_worker); the cluster has CPU {avail.get('CPU', 0):g} free of "
+            f"{total.get('CPU', 0):g}, "
             f"GPU {avail.get('GPU', 0):g} free of {total.get('GPU', 0):g}. Free or add resources, or lower "
-            "rollout.num_rollout_workers. (A worker's start also loads its models and, with rollout.static_cache "
+            "rollout.num_rollout_actors. (A worker's start also loads its models and, with rollout.static_cache "
             "on a GPU and rollout.warmup, compiles decoding: ~1-3 min per model; raise rollout.start_timeout_s "
             "if the resources are there.)")
 
@@ -338,10 +339,10 @@ class RolloutWorkerPool:
 
     @classmethod
     def of_config(cls, spec: WorkerSpec, cfg: Any) -> "RolloutWorkerPool":
-        """The pool of a run (``rollout.num_rollout_workers`` and their resources, restarts, start timeout)."""
+        """The pool of a run (``rollout.num_rollout_actors`` and their resources, restarts, start timeout)."""
         return cls(spec, int(cfg.num_rollout_actors), num_cpus=float(cfg.num_cpus_per_rollout_worker),
-                   num_gpus=float(cfg.num_gpus_per_rollout_worker), max_restarts=int(cfg.max_rollout_worker_restarts),
-                   start_timeout_s=float(cfg.rollout_start_timeout_s))
+                   num_gpus=float(cfg.num_gpus_per_rollout_worker), max_restarts=int(cfg.max_worker_restarts),
+                   start_timeout_s=float(cfg.start_timeout_s))
 
     @property
     def local(self) -> Optional[RolloutWorker]:

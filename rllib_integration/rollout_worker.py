@@ -81,17 +81,17 @@ class WorkerSpec:
 
         env_config = dict(cfg.env_config)
         if isinstance(getattr(probe, "unwrapped", probe), LLMTeamEnv):
-            env_config = with_sandbox(env_config, cfg.rollout_sandbox)
+            env_config = with_sandbox(env_config, cfg.sandbox)
         from .policies import policy_setting
 
         temps = {pid: float(policy_setting(cfg, pid, "temperature")) for pid in policy_specs}
         top_ps = {pid: float(policy_setting(cfg, pid, "top_p")) for pid in policy_specs}
-        return cls(env=entry, env_config=env_config, eval_env_config=dict(cfg.eval_env_config),
+        return cls(env=entry, env_config=env_config, eval_env_config=dict(cfg.env_eval_config),
                    policy_specs=dict(policy_specs), policy_mapping=dict(mapping), temperatures=temps, top_ps=top_ps,
                    top_p=float(cfg.top_p), max_new_tokens=int(cfg.max_new_tokens), chat=bool(cfg.chat),
                    system_prompt=cfg.system_prompt,
                    stop=tuple(cfg.stop) if isinstance(cfg.stop, (list, tuple)) else cfg.stop,
-                   backend=cfg.generation_backend,
+                   backend=cfg.backend,
                    device=cfg.model_device or ("cuda" if float(cfg.num_gpus_per_rollout_worker) > 0 else "cpu"),
                    torch_threads=int(cfg.torch_threads), seed=int(cfg.seed or 0), step_workers=cfg.step_workers,
                    tree_select=str(cfg.tree_select), progress=bool(cfg.progress_bars),
@@ -114,11 +114,11 @@ class TrainSeeds:
 def backend_options(cfg: Any) -> dict[str, Any]:
     """The generation backend's keywords from a run's config (``rollout.static_cache/compile/logprobs/
     max_batch_size/warmup``, or ``rollout.vllm`` for the vLLM backend): ``policies.make_backend(options=)``."""
-    if cfg.generation_backend == "vllm":
-        return {"engine_options": dict(cfg.vllm_options or {}), "sleep_mode": bool(cfg.vllm_sleep)}
-    return {"static_cache": bool(cfg.static_cache), "compile": cfg.generation_compile,
-            "logprobs": cfg.rollout_logprobs, "max_batch_size": int(cfg.generation_max_batch_size),
-            "warmup": bool(cfg.generation_warmup)}
+    if cfg.backend == "vllm":
+        return {"engine_options": dict(cfg.vllm or {}), "sleep_mode": bool(cfg.vllm_sleep)}
+    return {"static_cache": bool(cfg.static_cache), "compile": cfg.compile,
+            "logprobs": cfg.logprobs, "max_batch_size": int(cfg.max_batch_size),
+            "warmup": bool(cfg.warmup)}
 
 
 def with_sandbox(env_config: Mapping[str, Any], kind: str) -> dict:

@@ -6,10 +6,19 @@ Everything else derives from :class:`RunSettings`: YAML validation (:func:`load_
 (``python -m rllib_integration.settings --markdown``; a test keeps the committed file equal).
 
 A run config is a nested mapping (YAML) with the sections of :class:`RunSettings`. Each
-setting has ONE name: its YAML key is its ``ATGRPOConfig`` attribute and builder keyword,
-except where a bare key would clash with another section's key or with one of RLlib's own
-``AlgorithmConfig`` attributes; then the attribute carries a prefix, recorded on the field
-(``attr=``) together with the reason, and shown in the docs.
+setting has ONE name, and one rule turns it into the ``ATGRPOConfig`` attribute and builder
+keyword: the attribute is the YAML key (``rollout.backend`` -> ``backend``), except in the
+sections ``env``, ``model`` and ``evaluation``, where it is ``<section>_<key>``
+(``model.path`` -> ``model_path``, ``evaluation.temperature`` -> ``evaluation_temperature``),
+as RLlib names its own settings of these (``env_config``, ``model_config``,
+``evaluation_interval``). Outside those three sections no key names one of RLlib's
+``AlgorithmConfig`` attributes (but RLlib's own settings: ``lr``, ``seed``, ...) or is the key of
+another such section, so no attribute clashes (a test checks the rule for every setting). Two settings are RLlib's own under
+RLlib's name: ``env.id`` is ``env`` and ``policy_mapping`` is ``policy_mapping_fn`` (a function);
+``lora`` and ``warm_start`` are one dict attribute each, and ``policies.<id>.*`` are RLlib's
+per-module overrides. The names of the previous release (``generation_backend``,
+``rollout.num_rollout_workers``, ...: :data:`OLD_ATTRIBUTES`, :data:`OLD_KEYS`) still work, with a
+``DeprecationWarning`` naming the new one.
 
 Adding a setting is a one-place change: add a field to its section model in :mod:`.schema` with
 ``setting(default, "meaning", ...)`` (constraints such as ``ge=1`` as in ``pydantic.Field``).
@@ -43,8 +52,8 @@ from .files import DEFAULT_CONFIG, apply_overrides, load_config, load_yaml, reso
 from .reference import markdown
 from .schema import (AGG_MODES, DTYPES, ESTIMATORS, GENERATION_BACKENDS, GROUP_FIELDS, KL_ESTIMATORS, LEVELS,
                      LORA_DEFAULTS, PER_POLICY, SAMPLING_MODES, SANDBOX_KINDS, PolicySettings, RunSettings, setting)
-from .table import (SETTINGS, SettingInfo, attribute_name, builder_calls, builder_keywords, config_attributes,
-                    default_of, settings_of)
+from .table import (OLD_ATTRIBUTES, OLD_KEYS, SETTINGS, SettingInfo, attribute_name, builder_calls, builder_keywords,
+                    config_attributes, default_of, renamed_keys, settings_of, warn_renamed)
 from .validation import validate_config, validate_settings
 from .values import TINY_MODEL_ARGS
 
@@ -53,4 +62,4 @@ __all__ = ["ConfigError", "UsageError", "RunSettings", "SettingInfo", "SETTINGS"
            "config_attributes", "default_of", "builder_keywords", "builder_calls", "settings_of", "attribute_name",
            "LEVELS", "ESTIMATORS", "AGG_MODES", "KL_ESTIMATORS", "GROUP_FIELDS", "SANDBOX_KINDS",
            "GENERATION_BACKENDS", "SAMPLING_MODES", "DTYPES", "LORA_DEFAULTS", "PER_POLICY", "PolicySettings",
-           "TINY_MODEL_ARGS", "setting"]
+           "TINY_MODEL_ARGS", "setting", "OLD_ATTRIBUTES", "OLD_KEYS", "renamed_keys", "warn_renamed"]

@@ -14,6 +14,7 @@ import yaml
 
 from .errors import ConfigError
 from .schema import RunSettings
+from .table import OLD_KEYS, renamed_keys, warn_renamed
 from .validation import validate_config
 from .values import missing_checkpoint
 
@@ -42,8 +43,9 @@ def _parse_value(text: str) -> Any:
 
 
 def apply_overrides(cfg: Mapping[str, Any], sets: Sequence[str]) -> dict[str, Any]:
-    """Apply ``--set a.b.c=value`` overrides (values parsed as YAML) to ``cfg``."""
-    out = copy.deepcopy(dict(cfg))
+    """Apply ``--set a.b.c=value`` overrides (values parsed as YAML) to ``cfg``. Keys of the previous release
+    (:data:`~.table.OLD_KEYS`), in ``cfg`` or ``--set``, are renamed with a ``DeprecationWarning``."""
+    out = copy.deepcopy(dict(renamed_keys(cfg)))
     for item in sets or []:
         if "=" not in item:
             raise ConfigError(f"--set {item!r}: expected key=value, e.g. --set training.lr=1e-4")
@@ -51,6 +53,10 @@ def apply_overrides(cfg: Mapping[str, Any], sets: Sequence[str]) -> dict[str, An
         parts = [p for p in key.strip().split(".") if p]
         if not parts:
             raise ConfigError(f"--set {item!r}: empty key")
+        if ".".join(parts[:2]) in OLD_KEYS:
+            new = OLD_KEYS[".".join(parts[:2])]
+            warn_renamed(".".join(parts[:2]), new, "--set key")
+            parts[:2] = new.split(".")
         node = out
         for p in parts[:-1]:
             if not isinstance(node.get(p, {}), dict):
@@ -76,7 +82,7 @@ DEFAULT_CONFIG: dict[str, Any] = {
     "specialization": "L3",
     "policies": {"tool": {"lr": 1e-4}, "executor": {"lr": 1e-3}},
     "sampling": {"mode": "tree", "k": 8, "temperature": 1.0, "max_new_tokens": 360, "chat": False},
-    "rollout": {"num_rollout_workers": 1, "envs_per_iteration": 4, "num_cpus_per_worker": 1,
+    "rollout": {"num_rollout_actors": 1, "envs_per_iteration": 4, "num_cpus_per_rollout_worker": 1,
                 "train_task_pool": None},
     "training": {"lr": 1e-3, "estimator": "at_grpo", "filter_zero_variance": True, "clip_low": 0.2,
                  "clip_high": 0.28, "grad_clip": 1.0, "seed": 0},

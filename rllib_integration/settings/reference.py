@@ -9,7 +9,7 @@ import sys
 from typing import Any, Optional, Sequence
 
 from .schema import RunSettings, Section
-from .table import SETTINGS, SettingInfo
+from .table import OLD_ATTRIBUTES, OLD_KEYS, SETTINGS, SettingInfo
 
 __all__ = ["markdown", "main"]
 
@@ -29,13 +29,23 @@ parsed as YAML: `--set env.config='{size: 3}'`, `--set sampling.stop='["\\n"]'`)
 as `1e-3` are numbers, in files and in `--set`.
 
 The last column names the `ATGRPOConfig` builder method and keyword, which is also the
-attribute that holds the setting. It is the YAML key except where the bare key would clash with
-another section's key or with RLlib's own settings; those settings say why.
-`ATGRPOConfig.from_run_config(load_config(path))` does the translation, and
+attribute that holds the setting. One rule gives it: **the attribute is the YAML key**
+(`rollout.backend` -> `.rollouts(backend=)`, `config.backend`), **except in the sections `env`,
+`model` and `evaluation`, where it is `<section>_<key>`** (`model.path` -> `model_path`,
+`evaluation.temperature` -> `evaluation_temperature`), as RLlib names its own settings of these
+(`env_config`, `model_config`, `evaluation_interval`). Outside those sections no key names one
+of RLlib's `AlgorithmConfig` attributes (but RLlib's own settings: `lr`, `seed`, ...) or is the
+key of another such section, so no attribute clashes (a test checks every setting). Two
+settings are RLlib's own under RLlib's name and say so: `env.id` (`env`) and `policy_mapping`
+(`policy_mapping_fn`). `ATGRPOConfig.from_run_config(load_config(path))` does the translation, and
 `ATGRPOConfig.validate()` checks a config built in Python against the same schema.
 
+The names of the previous release still work, with a `DeprecationWarning` naming the new one:
+the YAML and `--set` keys {old_keys}, and the attributes and builder keywords {old_attrs}
+(also in the `algorithm_config.json` of an older checkpoint).
+
 A new setting is one field in its section model in `rllib_integration/settings/schema.py`
-(`name: type = setting(default, "meaning", ge=..., attr=..., builder=...)`); the YAML key,
+(`name: type = setting(default, "meaning", ge=..., builder=...)`); the YAML key,
 `--set`, the `ATGRPOConfig` attribute, default and builder keyword, `validate()` and this page
 follow from it (regenerate this page; a test compares it).
 """
@@ -123,9 +133,13 @@ def _python_column(s: SettingInfo) -> str:
     return col
 
 
+def _renames(table: dict[str, str]) -> str:
+    return ", ".join(f"`{old}` (`{new}`)" for old, new in table.items())
+
+
 def markdown() -> str:
     """docs/config_reference.md, generated from the schema."""
-    lines = [_INTRO]
+    lines = [_INTRO.replace("{old_keys}", _renames(OLD_KEYS)).replace("{old_attrs}", _renames(OLD_ATTRIBUTES))]
     groups: dict[str, list[SettingInfo]] = {}
     for s in SETTINGS:
         groups.setdefault(s.section or "top", []).append(s)
@@ -136,6 +150,8 @@ def markdown() -> str:
         ann = sec.annotation if sec is not None else None
         lines.append(f"## {titles.get(g, f'`{g}`')}\n")
         doc = getattr(ann, "_doc", "") if ann is not None else "Top-level settings and per-policy overrides."
+        if getattr(ann, "_prefix", False):
+            doc += f" `ATGRPOConfig` attributes: `{g}_<key>`."
         lines.append(doc + "\n")
         lines.append("| key | type | default | meaning | ATGRPOConfig |")
         lines.append("|---|---|---|---|---|")

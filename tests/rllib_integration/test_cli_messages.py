@@ -20,7 +20,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 #: a tiny run (no warm start, no eval, 2 envs x k=2, 2 new tokens, no rollout actors)
-TINY = ["--iterations", "1", "--quiet", "--set", "rollout.num_rollout_workers=0", "--set",
+TINY = ["--iterations", "1", "--quiet", "--set", "rollout.num_rollout_actors=0", "--set",
         "rollout.envs_per_iteration=2", "--set", "sampling.k=2", "--set", "sampling.max_new_tokens=2",
         "--set", "warm_start.episodes=0", "--set", "evaluation.interval=0",
         "--set", "env.config={size: 2, obstacle_density: 0.0, max_turns: 1, prompt_style: compact}"]

@@ -39,7 +39,7 @@ def test_every_setting_is_a_typed_documented_keyword_of_its_builder():
         seen += 1
     assert seen > 40
     hints = inspect.signature(ATGRPOConfig.sampling).parameters
-    assert hints["k"].annotation == "int" and hints["sampling_mode"].annotation == "Literal['tree', 'parallel']"
+    assert hints["k"].annotation == "int" and hints["mode"].annotation == "Literal['tree', 'parallel']"
 
 
 def test_builders_keep_rllib_keywords_and_reject_unknown_ones_with_the_close_match():
@@ -62,9 +62,9 @@ def test_mypy_sees_the_setting_types(tmp_path):
     snippet.write_text(textwrap.dedent("""\
         from rllib_integration.algorithm import ATGRPOConfig
 
-        ok = ATGRPOConfig().sampling(k=4, temperature=0.7).training(lr=1e-3, loss_agg="token-mean")
+        ok = ATGRPOConfig().sampling(k=4, temperature=0.7).training(lr=1e-3, agg="token-mean")
         bad_type = ATGRPOConfig().sampling(k="four")
-        bad_choice = ATGRPOConfig().training(loss_agg="mean")
+        bad_choice = ATGRPOConfig().training(agg="mean")
         typo = ATGRPOConfig().rollouts(envs_per_iteraton=4)
         """))
     proc = subprocess.run([sys.executable, "-m", "mypy", "--no-error-summary", "--follow-imports=silent",

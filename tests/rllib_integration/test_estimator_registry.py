@@ -147,7 +147,7 @@ def test_a_toy_estimator_trains_a_run(registry, ray_session):
     here = Path(__file__).resolve().parent
     cfg = load_config(str(REPO / "configs/base.yaml"), [
         f"env.modules=['{here / 'guess_task.py'}']", "env.id=my_tasks/GuessNumber-v0", "run.iterations=1",
-        "rollout.num_rollout_workers=0", "rollout.envs_per_iteration=2", "sampling.k=4", "evaluation.num_episodes=2",
+        "rollout.num_rollout_actors=0", "rollout.envs_per_iteration=2", "sampling.k=4", "evaluation.num_episodes=2",
         "training.estimator=toy_sign", "training.filter_zero_variance=false"])
     algo = ATGRPOConfig.from_run_config(cfg).build_algo()
     try:

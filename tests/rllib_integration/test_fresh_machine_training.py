@@ -55,12 +55,13 @@ def test_build_algo_checks_this_machine_before_starting_ray(tiny, heavy_steps):
     cfg = small_config(tiny, num_rollout_actors=n)
     cfg.validate()  # no Ray yet: validate() has no cluster to check against; build_algo() checks this machine
     with pytest.raises(ConfigError, match=rf"the run needs {n} CPU \(has {have['CPU']:g}\) from this machine "
-                                          rf"\(Ray is not running yet.*rollout\.num_rollout_workers={n} x .*"
+                                          rf"\(Ray is not running yet.*rollout\.num_rollout_actors={n} x .*"
                                           r"num_rollout_actors="):
         cfg.build_algo()
     assert heavy_steps == [] and not ray.is_initialized()
     if not have["GPU"]:
-        with pytest.raises(ConfigError, match=r"needs 1 GPU \(has 0\) from this machine.*num_gpus_per_worker=1"):
+        with pytest.raises(ConfigError,
+                           match=r"needs 1 GPU \(has 0\) from this machine.*num_gpus_per_rollout_worker=1"):
             small_config(tiny, num_rollout_actors=1, num_gpus_per_rollout_worker=1).build_algo()
         assert not ray.is_initialized()
 
@@ -122,7 +123,7 @@ def test_tune_trial_larger_than_the_cluster_fails_at_once(ray2, tiny, tmp_path, 
     cfg.validate()
     with pytest.raises(ConfigError, match=r"the run needs 3 CPU \(has 2\) from the Ray cluster for one Tune trial.*"
                                           r"1 CPU for the Tune trial's own process \(resources\.num_cpus_for_main_"
-                                          r"process.*rollout\.num_rollout_workers=2 x \(num_cpus_per_worker=1.*"
+                                          r"process.*rollout\.num_rollout_actors=2 x \(num_cpus_per_rollout_worker=1.*"
                                           r"free now: CPU 2 of 2"):
         _tuner(cfg, tmp_path).fit()
     assert heavy_steps == []  # at once: the trial never started (no actor, no model)
@@ -171,7 +172,7 @@ def test_tune_trial_waiting_for_held_resources_warns_then_runs(ray2, tiny, tmp_p
 # ------------------------------------------------------------------ every shipped config learns something
 #: small runs: 2 iterations (the last one evaluated whatever the config's interval), 2 envs, K=4, 2 eval
 #: episodes, in-process sampling
-SMALL = ["run.iterations=2", "rollout.num_rollout_workers=0", "rollout.envs_per_iteration=2", "sampling.k=4",
+SMALL = ["run.iterations=2", "rollout.num_rollout_actors=0", "rollout.envs_per_iteration=2", "sampling.k=4",
          "evaluation.num_episodes=2"]
 #: a warm start sized for the tiny model on a CPU (the configs' own: 16 episodes x 30 epochs, ~20 s)
 TINY_WARM = "warm_start={episodes: 4, epochs: 30, heldout_episodes: 0}"

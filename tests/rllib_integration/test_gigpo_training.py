@@ -61,7 +61,7 @@ def gigpo_config(model_path, mode="parallel"):
     from rllib_integration import ATGRPOConfig
 
     return (ATGRPOConfig().environment(LADDER, env_config={})
-            .llm(model_path=model_path).sampling(sampling_mode=mode, k=4, max_new_tokens=3, chat=False)
+            .llm(model_path=model_path).sampling(mode=mode, k=4, max_new_tokens=3, chat=False)
             .rollouts(num_rollout_actors=0, envs_per_iteration=2, train_task_pool=2)
             .training(lr=1e-2, estimator="gigpo", gigpo_step_weight=0.5, gigpo_gamma=0.8).debugging(seed=0))
 

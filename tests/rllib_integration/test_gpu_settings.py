@@ -38,7 +38,7 @@ def test_gpu_keys_reach_atgrpo_config_specs_and_backend():
 
     be = make_backend({"shared": LLMPolicySpec("shared", str(build_tiny_model()))}, device="cpu", options=opts)
     assert (be.max_batch_size, be.static_cache, be.logprobs_mode) == (24, True, "forward")
-    c.generation_backend = "vllm"
+    c.backend = "vllm"
     assert backend_options(c) == {"engine_options": {"gpu_memory_utilization": 0.3}, "sleep_mode": False}
 
 

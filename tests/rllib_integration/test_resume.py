@@ -201,7 +201,7 @@ def test_a_run_starts_its_own_ray_even_where_a_cluster_is_recorded(tmp_path, tin
     (raytmp / "ray" / "ray_current_cluster").write_text("127.0.0.1:9\n")
     run = tmp_path / "run"
     proc = _cli(["train", "--output-dir", str(run), *tiny_train_args, "--iterations", "1", "--set",
-                 "rollout.num_rollout_workers=1"], env={"RAY_TMPDIR": str(raytmp)})
+                 "rollout.num_rollout_actors=1"], env={"RAY_TMPDIR": str(raytmp)})
     try:
         out, err = proc.communicate(timeout=600)
     finally:

@@ -103,7 +103,7 @@ def _result(select):
 
 
 def test_every_result_counts_each_role_and_a_starved_role_warns_loudly(caplog):
-    cfg = SimpleNamespace(sampling_mode="tree", tree_select="best", k=4, temperature=1.0, max_new_tokens=16,
+    cfg = SimpleNamespace(mode="tree", tree_select="best", k=4, temperature=1.0, max_new_tokens=16,
                           warm_start={})
     watch = LearningSignalWatch(agents=["router", "lookup"])
     caplog.set_level(logging.WARNING, logger="rllib_integration.results")

@@ -65,7 +65,7 @@ def train(lookup: str, estimator: str = "episode_grpo", iters: int = ITERS, seed
            "model": {"path": "tiny"},
            "specialization": "L3", "policies": {"router": {}, "lookup": {"model": lookup, "lr": lookup_lr}},
            "sampling": {"k": k, "max_new_tokens": 1, "chat": False, **(sampling or {"mode": "parallel"})},
-           "rollout": {"num_rollout_workers": 0, "envs_per_iteration": envs},
+           "rollout": {"num_rollout_actors": 0, "envs_per_iteration": envs},
            "training": {"lr": lr, "estimator": estimator, "seed": seed},
            "evaluation": {"interval": 0}}
     config = ATGRPOConfig.from_run_config(validate_config(run))

@@ -142,7 +142,7 @@ def test_settings_that_would_run_code_are_refused(settings, message, real_run, t
     assert not marker.exists()
 
 
-@pytest.mark.parametrize("settings", [{"rollout_sandbox": "local"},
+@pytest.mark.parametrize("settings", [{"sandbox": "local"}, {"rollout_sandbox": "local"},  # (the old name too)
                                       {"env_config": {"size": 3, "max_turns": 2, "sandbox": "local"}}])
 def test_a_run_that_asks_for_the_unisolated_sandbox_is_refused_unless_allowed(settings, real_run, tmp_path, capsys,
                                                                              monkeypatch):

@@ -131,7 +131,7 @@ def test_transcripts_are_bounded_and_spread_over_the_roles(tmp_path):
 
 # ------------------------------------------------------------------ end to end: llm-marl train, eval
 #: a tiny run with a warm start (so eval at iterations -1 and 0) and eval after its 2 iterations
-TINY = ["--iterations", "2", "--set", "rollout.num_rollout_workers=0", "--set", "rollout.envs_per_iteration=2",
+TINY = ["--iterations", "2", "--set", "rollout.num_rollout_actors=0", "--set", "rollout.envs_per_iteration=2",
         "--set", "sampling.k=2", "--set", "sampling.max_new_tokens=4", "--set", "warm_start.episodes=2",
         "--set", "warm_start.epochs=1", "--set", "warm_start.heldout_episodes=0", "--set", "evaluation.interval=2",
         "--set", "evaluation.num_episodes=4", "--set", "run.transcripts_per_iteration=3",

@@ -84,21 +84,21 @@ def test_config_attributes_defaults_and_builder_keywords_come_from_the_schema():
         if not s.rllib and s.builder in ("llm", "sampling", "rollouts", "training", "evaluation"):
             assert s.attr in inspect.signature(getattr(ATGRPOConfig, s.builder)).parameters, (s.builder, s.attr)
     # one name: the builder keyword is the attribute
-    c.rollouts(num_rollout_actors=3, rollout_sandbox="cold").llm(model_dtype="bfloat16")
-    c.training(loss_agg="seq-mean-token-mean")
-    assert (c.num_rollout_actors, c.rollout_sandbox, c.model_dtype, c.loss_agg) == (3, "cold", "bfloat16",
+    c.rollouts(num_rollout_actors=3, sandbox="cold").llm(model_dtype="bfloat16")
+    c.training(agg="seq-mean-token-mean")
+    assert (c.num_rollout_actors, c.sandbox, c.model_dtype, c.agg) == (3, "cold", "bfloat16",
                                                                                    "seq-mean-token-mean")
 
 
 def test_unknown_builder_keywords_suggest_the_setting():
     from rllib_integration import ATGRPOConfig
 
-    with pytest.raises(ConfigError, match=r"ATGRPOConfig\.rollouts\(\) got an unknown keyword 'sandbox' "
-                                          r"\(did you mean 'rollout_sandbox'\?\)"):
-        ATGRPOConfig().rollouts(sandbox="warm")
-    with pytest.raises(ConfigError, match=r"ATGRPOConfig\.training\(\) got an unknown keyword 'agg' "
-                                          r"\(did you mean 'loss_agg'\?\)"):
-        ATGRPOConfig().training(agg="token-mean")
+    with pytest.raises(ConfigError, match=r"ATGRPOConfig\.rollouts\(\) got an unknown keyword 'sandbox_kind' "
+                                          r"\(did you mean 'sandbox'\?\)"):
+        ATGRPOConfig().rollouts(sandbox_kind="warm")
+    with pytest.raises(ConfigError, match=r"ATGRPOConfig\.training\(\) got an unknown keyword 'aggr' "
+                                          r"\(did you mean 'agg'\?\)"):
+        ATGRPOConfig().training(aggr="token-mean")
     c = ATGRPOConfig().training(lr=5e-4, gamma=0.9)  # RLlib's own keywords still reach RLlib
     assert (c.lr, c.gamma) == (5e-4, 0.9)
 
@@ -164,7 +164,7 @@ def test_l1_means_one_policy_in_the_yaml_the_mapping_and_the_specs():
         resolve_mapping(config, ["tool", "executor"], names=YAML_NAMES)
     config.policy_mapping_fn = AgentTableMapping({"tool": "a", "executor": "a"})
     assert resolve_mapping(config, ["tool", "executor"])[1] == {"tool": "a", "executor": "a"}
-    specs = SimpleNamespace(specialization="L1", tiny_model={}, model_dtype="float32", seed=0, master_weights=True,
+    specs = SimpleNamespace(specialization="L1", model_tiny={}, model_dtype="float32", seed=0, master_weights=True,
                             gradient_checkpointing=False, logprob_chunk_tokens=8, compile_layers=False,
                             activation_memory_budget=1.0)
     with pytest.raises(ConfigError, match=r"^specialization L1 trains one shared model, but policies are "

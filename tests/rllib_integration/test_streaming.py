@@ -35,7 +35,7 @@ def config(model_path, batches=None, *, envs=4, mode="tree", **training):
     from rllib_integration import ATGRPOConfig
 
     cfg = (ATGRPOConfig().environment("my_tasks/GuessNumber-v0", env_modules=[str(TASK_FILE)])
-           .llm(model_path=model_path).sampling(k=K, max_new_tokens=1, chat=False, sampling_mode=mode)
+           .llm(model_path=model_path).sampling(k=K, max_new_tokens=1, chat=False, mode=mode)
            .rollouts(num_rollout_actors=0, envs_per_iteration=envs)
            .training(lr=1e-2, **training).debugging(seed=0))
     if batches is not None:

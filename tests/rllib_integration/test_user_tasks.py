@@ -68,8 +68,8 @@ PY_CASES = [
      r"ATGRPOConfig\.env_config\['size'\]: bad value 5 .*use 4 or 9"),
     (lambda c: c.environment(GUESS, env_config={"digits": 11}),
      r"ATGRPOConfig\.env_config\['digits'\]: bad value 11"),
-    (lambda c: c.evaluation(eval_env_config={"digits": 1}),
-     r"ATGRPOConfig\.eval_env_config\['digits'\]: bad value 1"),
+    (lambda c: c.evaluation(env_eval_config={"digits": 1}),
+     r"ATGRPOConfig\.env_eval_config\['digits'\]: bad value 1"),
     (lambda c: c.llm(specialization="L2").multi_agent(policies={"guesser", "judge"},
                                                       policy_mapping_fn=lambda a, *x, **k: {"guesser": "guesser"}[a]),
      r"ATGRPOConfig\.policy_mapping_fn: mapping agent 'judge' failed"),
@@ -118,8 +118,8 @@ CLI_CASES = [
       "--set", "env.config={max_operandd: 9}"],
      "env.config.max_operandd: 'max_operandd' is not an argument of llm_marl/Arithmetic-v0 (did you mean "
      "'max_operand'?)"),
-    (["--num-cpus", "1", "--set", "rollout.num_rollout_workers=2"],
-     "the run needs 2 CPU (has 1) from the local Ray instance (--num-cpus 1): rollout.num_rollout_workers=2"),
+    (["--num-cpus", "1", "--set", "rollout.num_rollout_actors=2"],
+     "the run needs 2 CPU (has 1) from the local Ray instance (--num-cpus 1): rollout.num_rollout_actors=2"),
 ]
 
 
@@ -151,7 +151,7 @@ def test_num_cpus_with_ray_address_is_a_clear_error(capsys, monkeypatch, tmp_pat
 
 @pytest.mark.parametrize("args, message", [
     (["--set", "env.config.sizee=4"], "env.config.sizee"),
-    (["--num-cpus", "1", "--set", "rollout.num_rollout_workers=2"], "needs 2 CPU (has 1)"),
+    (["--num-cpus", "1", "--set", "rollout.num_rollout_actors=2"], "needs 2 CPU (has 1)"),
 ])
 def test_cli_checks_run_before_ray_is_imported(args, message, tmp_path):
     # a fresh interpreter: the checks fail before `import ray` (and so well before Ray could start)
@@ -169,7 +169,7 @@ def test_rllib_settings_map_onto_ours(guess_task, tiny):
     c = (guess_config(tiny).env_runners(num_env_runners=3, num_cpus_per_env_runner=0.5)
          .evaluation(evaluation_duration=5).fault_tolerance(max_num_env_runner_restarts=7))
     assert (c.num_rollout_actors, c.num_cpus_per_rollout_worker) == (3, 0.5)
-    assert c.evaluation_num_episodes == 5 and c.max_rollout_worker_restarts == 7
+    assert c.evaluation_num_episodes == 5 and c.max_worker_restarts == 7
     assert c.num_env_runners == 0  # RLlib's EnvRunners are never built
     c.validate()
 
@@ -296,7 +296,7 @@ def test_unmeetable_resources_fail_in_bounded_time(ray_with_task, tiny, heavy_st
     from rllib_integration.settings import ConfigError
 
     # more than the cluster has at all: rejected at once (validate), naming the setting
-    with pytest.raises(ConfigError, match=r"needs 5 CPU \(has 4\).*num_rollout_workers=5"):
+    with pytest.raises(ConfigError, match=r"needs 5 CPU \(has 4\).*num_rollout_actors=5"):
         guess_config(tiny, num_rollout_actors=5).build_algo()
     assert heavy_steps == []  # at once: no actor is started, no model loaded
 
@@ -311,7 +311,7 @@ def test_unmeetable_resources_fail_in_bounded_time(ray_with_task, tiny, heavy_st
     t0 = time.perf_counter()
     with pytest.raises(GetTimeoutError, match=r"did not start within rollout\.start_timeout_s=2s.*needs 1 CPU.*"
                                               r"CPU 0 free of 4"):
-        guess_config(tiny, num_rollout_actors=1, rollout_start_timeout_s=2).build_algo()
+        guess_config(tiny, num_rollout_actors=1, start_timeout_s=2).build_algo()
     assert time.perf_counter() - t0 < 30
     ray.kill(hog)
 
@@ -354,7 +354,7 @@ def test_cli_trains_user_task_from_import_then_eval_and_export(tmp_path):
     proc = subprocess.run(
         [*cli, "train", str(REPO / "configs" / "base.yaml"), "--import", str(task), "--set", f"env.id={GUESS}",
          "--num-cpus", "2", "--progress-bars",
-         "--iterations", "2", "--output-dir", str(run), "--set", "rollout.num_rollout_workers=1",
+         "--iterations", "2", "--output-dir", str(run), "--set", "rollout.num_rollout_actors=1",
          "--set", "rollout.envs_per_iteration=2", "--set", "sampling.k=2", "--set", "sampling.max_new_tokens=1",
          "--set", "evaluation.interval=2", "--set", "evaluation.num_episodes=2", "--set", "env.config={}"],
         capture_output=True, text=True, env=env, timeout=500, cwd=tmp_path)

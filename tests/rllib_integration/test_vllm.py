@@ -181,15 +181,15 @@ def _trained(rows: list[dict]) -> None:
 
 
 def test_train_l1_with_vllm_in_process(tmp_path):
-    _trained(_train(tmp_path, "L1", "rollout.num_rollout_workers=0", config="configs/planpath_l1.yaml"))
+    _trained(_train(tmp_path, "L1", "rollout.num_rollout_actors=0", config="configs/planpath_l1.yaml"))
 
 
 def test_train_l2_with_vllm_in_process(tmp_path):
-    _trained(_train(tmp_path, "L2", "rollout.num_rollout_workers=0", "lora={r: 8}"))
+    _trained(_train(tmp_path, "L2", "rollout.num_rollout_actors=0", "lora={r: 8}"))
 
 
 def test_train_l3_with_vllm_in_a_rollout_actor(tmp_path):
-    _trained(_train(tmp_path, "L3", "rollout.num_rollout_workers=1"))
+    _trained(_train(tmp_path, "L3", "rollout.num_rollout_actors=1"))
 
 
 def test_a_killed_vllm_rollout_actor_is_restarted_and_its_files_swept(tmp_path):
@@ -200,7 +200,7 @@ def test_a_killed_vllm_rollout_actor_is_restarted_and_its_files_swept(tmp_path):
     from rllib_integration import ATGRPOConfig
     from rllib_integration.settings import load_config
 
-    cfg = load_config(ROOT / "configs/planpath_l1.yaml", [*SMALL_RUN, "rollout.num_rollout_workers=1",
+    cfg = load_config(ROOT / "configs/planpath_l1.yaml", [*SMALL_RUN, "rollout.num_rollout_actors=1",
                                                           f"run.output_dir={tmp_path}"])
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     algo = ATGRPOConfig.from_run_config(cfg).build_algo()

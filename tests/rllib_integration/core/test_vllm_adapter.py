@@ -227,7 +227,7 @@ def test_vllm_run_config_checks_before_ray(fake_vllm):
     with pytest.raises(ConfigError, match=r"model.tiny: .*head size 16.*32-512.*heads: 2"):
         validate_settings({"rollout": {"backend": "vllm"}})
     validate_settings({"rollout": {"backend": "vllm"}, "model": {"tiny": {"heads": 2}}})
-    validate_settings({"rollout": {"backend": "vllm", "num_gpus_per_worker": 1}})  # a GPU engine: no CPU limit
+    validate_settings({"rollout": {"backend": "vllm", "num_gpus_per_rollout_worker": 1}})  # a GPU engine: no CPU limit
 
 
 def test_vllm_missing_fails_naming_the_setting(monkeypatch):
@@ -261,7 +261,7 @@ def test_sleep_mode_sleeps_once_and_wakes_before_the_next_load_or_generate(fake_
 @pytest.mark.parametrize("sets,match", [
     ({"rollout": {"vllm_sleep": True}}, "sleep mode is vLLM's"),
     ({"rollout": {"backend": "vllm", "vllm_sleep": True}, "model": {"tiny": {"heads": 2}}}, "no sleep mode"),
-    ({"rollout": {"backend": "vllm", "vllm_sleep": True, "num_gpus_per_worker": 1},
+    ({"rollout": {"backend": "vllm", "vllm_sleep": True, "num_gpus_per_rollout_worker": 1},
       "training": {"max_staleness": 1}}, "cannot overlap the update"),
 ])
 def test_vllm_sleep_config_errors(fake_vllm, sets, match):

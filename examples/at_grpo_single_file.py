@@ -33,7 +33,7 @@ import llm_marl_envs
 from rllib_integration.core import (HFBackend, LossConfig, RolloutSampler, SamplingParams, build_tiny_model,
                                     collate_samples, collect_demonstrations, compute_advantages, dynamic_sampling_mask,
                                     group_ids, load_model, policy_loss, sequence_token_logprobs)
-from rllib_integration.core.warm_start import warm_start  # (the package's name `warm_start` is its module)
+from rllib_integration.core.warm_start import warm_start
 
 ENV = "llm_marl/PlanPath-v0"
 ENV_CONFIG = dict(size=3, obstacle_density=0.25, prompt_style="compact", max_turns=2)

@@ -24,6 +24,7 @@
 ``seeding``        every seed of a run (train envs, generation calls, warm-start demos, minibatch
                    order) derived from the run's seeds, one function each (torch-free)
 ``warm_start``     expert demonstrations (train split) and the supervised warm start
+                   (``core.warm_start.warm_start``: the package's ``warm_start`` is this module)
 ``metrics``        rollout/episode metrics and the JSON-lines/CSV writer
 ``plotting``       ``plot_learning_curve``
 =================  =========================================================================
@@ -38,6 +39,7 @@ torch either::
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from typing import Any
 
 #: public name -> the core module defining it
@@ -58,8 +60,9 @@ _EXPORTS: dict[str, str] = {
     "plot_learning_curve": "plotting",
     **{n: "options" for n in ("HFOptions", "LORA_DEFAULTS")},
     "completion_logprobs": "logprobs",
-    **{n: "warm_start" for n in ("Demonstration", "collect_demonstrations", "warm_start", "demonstration_loss",
-                                 "save_policies")},
+    # not the function ``warm_start``: that name is its module's (``core.warm_start.warm_start``), which
+    # importing the module would put over any package attribute of the same name
+    **{n: "warm_start" for n in ("Demonstration", "collect_demonstrations", "demonstration_loss", "save_policies")},
     **{n: "microbatch" for n in ("accumulate_policy_loss", "iter_micro_batches", "micro_batch_indices",
                                  "micro_batch_logprobs")},
     **{n: "models" for n in ("build_tiny_model", "load_model", "smollm2_path", "load_smollm2", "train_tokenizer")},
@@ -80,6 +83,8 @@ def __getattr__(name: str) -> Any:
         if name not in _LIVE:
             globals()[name] = value
         return value
+    if importlib.util.find_spec(f"{__name__}.{name}") is not None:  # a module of the core: ``core.warm_start``
+        return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

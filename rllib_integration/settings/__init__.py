@@ -13,10 +13,10 @@ sections ``env``, ``model`` and ``evaluation``, where it is ``<section>_<key>``
 as RLlib names its own settings of these (``env_config``, ``model_config``,
 ``evaluation_interval``). Outside those three sections no key names one of RLlib's
 ``AlgorithmConfig`` attributes (but RLlib's own settings: ``lr``, ``seed``, ...) or is the key of
-another such section, so no attribute clashes (a test checks the rule for every setting). Two settings are RLlib's own under
-RLlib's name: ``env.id`` is ``env`` and ``policy_mapping`` is ``policy_mapping_fn`` (a function);
-``lora`` and ``warm_start`` are one dict attribute each, and ``policies.<id>.*`` are RLlib's
-per-module overrides. The names of the previous release (``generation_backend``,
+another such section, so no attribute clashes (a test checks the rule for every setting). Two
+settings are RLlib's own under RLlib's name: ``env.id`` is ``env`` and ``policy_mapping`` is
+``policy_mapping_fn`` (a function); ``lora`` and ``warm_start`` are one dict attribute each, and
+``policies.<id>.*`` are RLlib's per-module overrides. The names of the previous release (``generation_backend``,
 ``rollout.num_rollout_workers``, ...: :data:`OLD_ATTRIBUTES`, :data:`OLD_KEYS`) still work, with a
 ``DeprecationWarning`` naming the new one.
 

@@ -103,6 +103,7 @@ from .shaping import RewardShaping
 
 if TYPE_CHECKING:  # pragma: no cover
     from sandboxes import ExecutionResult, Sandbox
+    from sandboxes.testing import TestReport
 
 __all__ = [
     "ACTION_MAX_CHARS", "PROMPT_MAX_CHARS", "SPLITS", "AnyText", "EnvSnapshot", "LLMTeamEnv", "RewardShaping",
@@ -523,10 +524,19 @@ class LLMTeamEnv(AECEnv):
         finally:
             self._sandbox_seconds.add(time.perf_counter() - t0)
 
+    def run_tests(self, code: str, cases: Sequence[Any], **options: Any) -> "TestReport":
+        """Run ``code`` against test ``cases`` in :attr:`sandbox` (:meth:`sandboxes.Sandbox.run_tests`), as
+        :meth:`run_program` runs one program: a sandbox fault propagates, its time adds to :attr:`sandbox_seconds`."""
+        t0 = time.perf_counter()
+        try:
+            return self.sandbox.run_tests(code, cases, **options)
+        finally:
+            self._sandbox_seconds.add(time.perf_counter() - t0)
+
     @property
     def sandbox_seconds(self) -> float:
-        """Seconds spent in :meth:`run_program` by this env and its deep copies (they share the total), since
-        the env was made: a rollout worker reports the difference over a batch as ``sandbox_s``."""
+        """Seconds spent in :meth:`run_program` and :meth:`run_tests` by this env and its deep copies (they share
+        the total), since the env was made: a rollout worker reports the difference over a batch as ``sandbox_s``."""
         return self._sandbox_seconds.value
 
     def generate_in_split(self, seed: int, split: str, generate: Callable[[np.random.Generator], Any],

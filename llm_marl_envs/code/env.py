@@ -321,8 +321,8 @@ class CodeEnv(LLMTeamEnv):
             if hit is not None:
                 self._run_cache.move_to_end(key)
                 return hit
-        report = self.sandbox.run_tests(code, cases, timeout_s=self.test_timeout_s, memory_mb=self.memory_mb,
-                                        max_workers=self.max_workers)
+        report = self.run_tests(code, cases, timeout_s=self.test_timeout_s, memory_mb=self.memory_mb,
+                                max_workers=self.max_workers)
         n = self.feedback_chars
         mismatches, actuals = [], []
         for i, (test, case) in enumerate(zip(tests, report.cases, strict=True)):

@@ -279,3 +279,15 @@ def test_fuzz_any_text_for_any_role_never_raises(box, texts, problem):
         assert lo <= info["reward_parts"]["local"] <= 1.0 + 1e-9 and 0.0 <= info["reward_parts"]["team"] <= 1.0
         for a in env.possible_agents:
             assert isinstance(env.observe(a)["prompt"], str)
+
+
+def test_test_runs_count_as_sandbox_time(box):
+    # Code-v0 runs programs through run_tests, not run_program: its time was not counted (sandbox_s 0)
+    sleepy = f"{F}python\nimport time\ntime.sleep(0.2)\na, b = map(int, input().split())\nprint(a + b)\n{F}"
+    env = make(box)
+    assert env.sandbox_seconds == 0.0
+    step(env, sleepy)  # the coder's program against golden test 1
+    after_coder = env.sandbox_seconds
+    assert after_coder >= 0.2
+    step(env, GOOD_TESTS)  # the tester's two tests, each against the coder's program and the reference
+    assert env.sandbox_seconds >= after_coder + 0.2

@@ -42,7 +42,8 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 from .settings import ConfigError
 
 __all__ = ["EnvEntry", "EnvCheck", "RLlibEnvCreator", "resolve_env", "check_env", "make_env", "import_env_modules",
-           "import_env_modules_from_environ", "task_runtime_env", "register_llm_marl_envs", "ENV_MODULES_VAR"]
+           "import_env_modules_from_environ", "task_runtime_env", "register_llm_marl_envs", "registered_env",
+           "ENV_MODULES_VAR"]
 
 #: the environment variable :func:`import_env_modules_from_environ` reads (set by :func:`task_runtime_env`)
 ENV_MODULES_VAR = "LLM_MARL_ENV_MODULES"
@@ -501,3 +502,16 @@ def register_llm_marl_envs() -> list[str]:
         if registered_env_creator(env_id) is None:
             register_env(env_id, RLlibEnvCreator(resolve_env(env_id)))
     return ids
+
+
+def registered_env(env_id: str) -> Callable[..., Any]:
+    """The env creator RLlib's env runners call for ``config.environment(env_id)``: the one registered with
+    ``ray.tune.registry.register_env`` (by :func:`register_llm_marl_envs` for the llm_marl tasks), called with
+    an ``EnvContext``. A name nothing registered is a :class:`ValueError` naming the call that registers it."""
+    from ._rllib import registered_env_creator
+
+    creator = registered_env_creator(env_id)
+    if creator is None:
+        raise ValueError(f"no env {env_id!r} is registered with RLlib here; call rllib_integration.register() "
+                         "(the llm_marl tasks and those of register_task) or ray.tune.registry.register_env")
+    return creator

@@ -73,3 +73,11 @@ def test_atgrpo_still_gets_the_aec_env(registered, sandbox):
     entry = resolve_env("test_own_creator_sokoban")
     env = entry({"sandbox": sandbox, "max_turns": 2})
     assert isinstance(env, LLMTeamEnv) and env.max_turns == 2
+
+
+def test_registered_env_is_what_rllib_looks_up(registered):
+    from rllib_integration.envs import registered_env
+
+    assert registered_env("llm_marl/Sokoban-v0") == _global_registry.get(ENV_CREATOR, "llm_marl/Sokoban-v0")  # a copy
+    with pytest.raises(ValueError, match=r"'llm_marl/NoSuch-v0' is registered.*rllib_integration.register\(\)"):
+        registered_env("llm_marl/NoSuch-v0")

@@ -329,7 +329,7 @@ class ATGRPO(Algorithm):
         make_callback(name, self.callbacks, getattr(self.config, f"callbacks_{name}", None), kwargs=kwargs)
 
     def _episode_callbacks(self, episodes: list) -> None:
-        """``on_episode_end`` once per finished episode (an :class:`~.core.rollout.EpisodeSummary`)."""
+        """``on_episode_end`` once per finished episode (an :class:`~.core.records.EpisodeSummary`)."""
         for ep in episodes:
             self._callback("on_episode_end", episode=ep, env_runner=None, metrics_logger=self.metrics, env=None,
                            env_index=int(ep.env_idx), rl_module=None, worker=None, base_env=None, policies=None)

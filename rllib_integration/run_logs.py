@@ -155,7 +155,7 @@ class RunLoggers:
 
 # ---------------------------------------------------------------------------- transcripts
 def pick_transcripts(samples: Sequence[Any], n: int, iteration: int) -> list[dict[str, Any]]:
-    """Up to ``n`` of an iteration's samples (``core.rollout.Sample``) as JSON-ready records, spread over the roles
+    """Up to ``n`` of an iteration's samples (``core.records.Sample``) as JSON-ready records, spread over the roles
     (round robin over the agents, each agent's samples taken evenly spaced through the iteration): iteration,
     agent, policy, task, turn, prompt, completion, reward (and its parts), valid, chosen, group key."""
     if n <= 0 or not samples:

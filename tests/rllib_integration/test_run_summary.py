@@ -30,3 +30,21 @@ def test_run_summary_usage_without_a_path():
     res = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "run_summary.py")],
                          capture_output=True, text=True, timeout=60)
     assert res.returncode == 2 and "Usage" in res.stderr
+
+
+def test_compare_metrics_ignores_timings_and_finds_a_changed_value(tmp_path):
+    before = [{"training_iteration": 1, "success_rate": 0.5, "time_this_iter_s": 4.1, "timers/update_s": 1.0,
+               "warm_start/num_samples": 8, "hostname": "a"}]
+    same = [{**before[0], "time_this_iter_s": 9.9, "timers/update_s": 3.0, "hostname": "b"}]
+    changed = [{**same[0], "warm_start/num_samples": 9}]
+    paths = {}
+    for name, rows in (("before", before), ("same", same), ("changed", changed)):
+        paths[name] = tmp_path / f"{name}.jsonl"
+        paths[name].write_text("".join(json.dumps(r) + "\n" for r in rows))
+    tool = str(ROOT / "benchmarks" / "compare_metrics.py")
+    ok = subprocess.run([sys.executable, tool, str(paths["before"]), str(paths["same"])],
+                        capture_output=True, text=True, timeout=60)
+    assert ok.returncode == 0 and "values equal 3, different 0; timing and host keys not compared: 3" in ok.stdout
+    bad = subprocess.run([sys.executable, tool, str(paths["before"]), str(paths["changed"])],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 1 and "different 1" in bad.stdout and "warm_start/num_samples 8 -> 9" in bad.stdout

@@ -30,6 +30,7 @@ import torch  # noqa: E402
 
 import llm_marl_envs  # noqa: E402
 from rllib_integration.core.advantages import compute_advantages, dynamic_sampling_mask  # noqa: E402
+from rllib_integration.core import seeding  # noqa: E402
 from rllib_integration.core.backends import HFBackend, SamplingParams  # noqa: E402
 from rllib_integration.core.loss import LossConfig, collate_samples, policy_loss, sequence_token_logprobs  # noqa: E402
 from rllib_integration.core.models import build_tiny_model, load_model  # noqa: E402
@@ -100,7 +101,7 @@ def main() -> None:
         return r
 
     before = ev("before warm start")
-    demos = collect_demonstrations(env_id, config, args.episodes, seed=args.seed * 100_003)
+    demos = collect_demonstrations(env_id, config, args.episodes, seed=seeding.demo_seed(args.seed))
     ws = warm_start(backend, demos, mapping, epochs=args.epochs, lr=args.ws_lr, batch_size=args.batch_size,
                     chat=chat, progress=False, seed=args.seed)
     print(f"[{time.perf_counter() - t0:6.1f}s] warm start: {ws.num_demonstrations} demonstrations, "
@@ -116,7 +117,7 @@ def main() -> None:
     sampler = RolloutSampler(backend, mapping, SamplingParams(temperature=1.0, max_new_tokens=args.max_new_tokens,
                                                               seed=args.seed), k=args.k, chat=chat)
     for it in range(1, args.rl_iters + 1):
-        seeds = [1_000_000 + args.seed * 10_007 + it * args.envs + i for i in range(args.envs)]
+        seeds = [seeding.train_env_seed(args.seed, (it - 1) * args.envs + i) for i in range(args.envs)]
         envs = [llm_marl_envs.make(env_id, **config) for _ in seeds]
         samples = sampler.collect_tree(envs, seeds=seeds)
         rewards = [s.reward for s in samples]

@@ -78,7 +78,7 @@ case "$1" in
     timeout 200 python -m rllib_integration.cli train --resume $d --iterations 3 > "$OUT/resume_second.log" 2>&1
     echo "resumed run rc=$?"; ls "$d" "$d/checkpoint" > "$OUT/resume_files_second.txt"
     cp $d/{metrics.jsonl,metrics.csv,config.yaml} $d/checkpoint/COMPLETE.json "$OUT/" 2>/dev/null
-    python benchmarks/run_summary.py $d/metrics.jsonl | tee "$OUT/resume_summary.txt"
+    python benchmarks/run_summary.py $d/metrics.jsonl > "$OUT/resume_summary.txt"; cat "$OUT/resume_summary.txt"
     ;;
   *) echo "usage: $0 smollm2|generate|big|learner|warm|async|stream|resume" >&2; exit 2 ;;
 esac

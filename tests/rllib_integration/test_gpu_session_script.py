@@ -14,7 +14,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "benchmarks" / "gpu_session.sh"
 #: shell lines of a phase that run no Python program (the test knows what each is for)
-SHELL_ONLY = re.compile(r"^\s*(pids=\(\)$|pids\+=|wait |done$|mkdir |echo |#)")
+SHELL_ONLY = re.compile(r"^\s*(pids=\(\)$|pids\+=|wait |done$|mkdir |echo |cp |d=/tmp/\w+$|#)")
 
 
 def _phases() -> dict[str, list[list[str]]]:
@@ -52,7 +52,7 @@ PHASES = _phases()
 
 
 def test_usage_names_every_phase():
-    assert set(PHASES) >= {"smollm2", "generate", "big", "learner", "warm", "async", "stream"}
+    assert set(PHASES) >= {"smollm2", "generate", "big", "learner", "warm", "async", "stream", "resume"}
     usage = re.search(r"usage: \$0 ([\w|]+)", SCRIPT.read_text()).group(1).split("|")
     assert sorted(usage) == sorted(PHASES)
     assert all(PHASES[p] for p in usage), PHASES
@@ -96,7 +96,12 @@ def test_phase_commands_validate(phase, monkeypatch):
 
             args = _parser().parse_args(argv[2:])
             assert args.command == "train"
-            load_config(args.config, list(args.sets), check_paths=False)
+            if args.resume:  # the run's own config.yaml: no CONFIG, only run.* may be --set
+                assert args.config is None and all(s.startswith("run.") for s in args.sets), argv
+            else:
+                load_config(args.config, list(args.sets), check_paths=False)
+        elif argv[0] == "benchmarks/run_summary.py":
+            assert len(argv) == 2 and argv[1].endswith("/metrics.jsonl"), argv
         else:
             raise AssertionError(f"unknown command in phase {phase}: {argv}")
 

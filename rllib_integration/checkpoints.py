@@ -488,7 +488,7 @@ def algorithm_config(ckpt: Checkpoint, imports: Sequence[str] = (), *, config_cl
     old = [k for k in settings if k in OLD_ATTRIBUTES and k not in known]
     if old:  # written by the previous release
         warnings.warn(f"{where} names settings by the previous release's names (read until the next release): "
-                      + ", ".join(f"{k!r} (now {OLD_ATTRIBUTES[k]!r})" for k in old), DeprecationWarning, stacklevel=2)
+                      + ", ".join(f"{k!r} (now {OLD_ATTRIBUTES[k]!r})" for k in old), FutureWarning, stacklevel=2)
     for k, v in settings.items():
         k = OLD_ATTRIBUTES[k] if k in old else k
         if k not in known or k.startswith("__") or not _plain(known[k]):

@@ -127,6 +127,11 @@ class ATGRPOConfigBase(ConfigBuilders, AlgorithmConfig):
         ours = builder_keywords(builder)
         rllib_params = _rllib_params(builder) if rllib_method else set()
         rest = {}
+        for k in kwargs:  # as a run config giving both names, before anything is set
+            new = OLD_ATTRIBUTES.get(k)
+            if new in ours and k not in rllib_params and kwargs.get(new, NotProvided) is not NotProvided:
+                raise ConfigError(f"ATGRPOConfig.{builder}(): {k!r} is the previous name of {new!r}, which is "
+                                  f"given too; keep {new!r}")
         for k, v in kwargs.items():
             if OLD_ATTRIBUTES.get(k) in ours and k not in rllib_params:
                 warn_renamed(k, OLD_ATTRIBUTES[k], f"ATGRPOConfig.{builder}() keyword", stacklevel=5)

@@ -18,7 +18,8 @@ settings are RLlib's own under RLlib's name: ``env.id`` is ``env`` and ``policy_
 ``policy_mapping_fn`` (a function); ``lora`` and ``warm_start`` are one dict attribute each, and
 ``policies.<id>.*`` are RLlib's per-module overrides. The names of the previous release (``generation_backend``,
 ``rollout.num_rollout_workers``, ...: :data:`OLD_ATTRIBUTES`, :data:`OLD_KEYS`) still work, with a
-``DeprecationWarning`` naming the new one.
+warning naming the new one (``FutureWarning`` for keys in a run config, ``--set`` and a checkpoint;
+``DeprecationWarning`` for attributes and builder keywords).
 
 Adding a setting is a one-place change: add a field to its section model in :mod:`.schema` with
 ``setting(default, "meaning", ...)`` (constraints such as ``ge=1`` as in ``pydantic.Field``).

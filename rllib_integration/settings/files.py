@@ -44,7 +44,7 @@ def _parse_value(text: str) -> Any:
 
 def apply_overrides(cfg: Mapping[str, Any], sets: Sequence[str]) -> dict[str, Any]:
     """Apply ``--set a.b.c=value`` overrides (values parsed as YAML) to ``cfg``. Keys of the previous release
-    (:data:`~.table.OLD_KEYS`), in ``cfg`` or ``--set``, are renamed with a ``DeprecationWarning``."""
+    (:data:`~.table.OLD_KEYS`), in ``cfg`` or ``--set``, are renamed with a ``FutureWarning``."""
     out = copy.deepcopy(dict(renamed_keys(cfg)))
     for item in sets or []:
         if "=" not in item:
@@ -55,7 +55,7 @@ def apply_overrides(cfg: Mapping[str, Any], sets: Sequence[str]) -> dict[str, An
             raise ConfigError(f"--set {item!r}: empty key")
         if ".".join(parts[:2]) in OLD_KEYS:
             new = OLD_KEYS[".".join(parts[:2])]
-            warn_renamed(".".join(parts[:2]), new, "--set key")
+            warn_renamed(".".join(parts[:2]), new, "--set key", category=FutureWarning)
             parts[:2] = new.split(".")
         node = out
         for p in parts[:-1]:

@@ -40,9 +40,10 @@ settings are RLlib's own under RLlib's name and say so: `env.id` (`env`) and `po
 (`policy_mapping_fn`). `ATGRPOConfig.from_run_config(load_config(path))` does the translation, and
 `ATGRPOConfig.validate()` checks a config built in Python against the same schema.
 
-The names of the previous release still work, with a `DeprecationWarning` naming the new one:
-the YAML and `--set` keys {old_keys}, and the attributes and builder keywords {old_attrs}
-(also in the `algorithm_config.json` of an older checkpoint).
+The names of the previous release still work, with a warning naming the new one: the YAML and
+`--set` keys {old_keys} (a `FutureWarning`, which `llm-marl` prints), and the attributes and builder
+keywords {old_attrs} (a `DeprecationWarning`; in the `algorithm_config.json` of an older checkpoint a
+`FutureWarning`). A config or builder call that gives an old name and its new one is an error.
 
 A new setting is one field in its section model in `rllib_integration/settings/schema.py`
 (`name: type = setting(default, "meaning", ge=..., builder=...)`); the YAML key,

@@ -81,7 +81,7 @@ def setting(default: Any, doc: str, *, attr: Optional[str] = None, builder: Opti
     method, where it is not the section's; ``rllib``: the attribute is one of RLlib's own
     ``AlgorithmConfig`` settings; ``type_name``: the type the docs show, where the annotation does
     not say it. ``old_attr`` / ``old_key``: the attribute (and builder keyword) / YAML key of the
-    previous release, still accepted with a ``DeprecationWarning`` naming the new one.
+    previous release, still accepted with a warning naming the new one (:func:`~.table.warn_renamed`).
     """
     extra: dict[str, Any] = {"attr": attr, "builder": builder, "rllib": rllib, "why": why, "type": type_name,
                              "old_attr": old_attr, "old_key": old_key}

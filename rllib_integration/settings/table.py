@@ -4,7 +4,7 @@ and ``ATGRPOConfig`` that ``rllib_integration.algorithm`` builds on: its attribu
 (:func:`config_attributes`), its builder keywords (:func:`builder_keywords`), a run config as builder calls
 (:func:`builder_calls`), a config's attributes as a run config (:func:`settings_of`) and an error location as
 an attribute name (:func:`attribute_name`); and the names of the previous release, accepted with a
-``DeprecationWarning`` (:data:`OLD_ATTRIBUTES`, :data:`OLD_KEYS`, :func:`renamed_keys`)."""
+warning (:func:`warn_renamed`; :data:`OLD_ATTRIBUTES`, :data:`OLD_KEYS`, :func:`renamed_keys`)."""
 
 from __future__ import annotations
 
@@ -106,15 +106,19 @@ OLD_ATTRIBUTES: dict[str, str] = {s.old_attr: s.attr for s in SETTINGS if s.old_
 OLD_KEYS: dict[str, str] = {s.old_key: s.key for s in SETTINGS if s.old_key}
 
 
-def warn_renamed(old: str, new: str, what: str, stacklevel: int = 3) -> None:
-    """The ``DeprecationWarning`` of a name of the previous release (``what``: e.g. "ATGRPOConfig attribute")."""
+def warn_renamed(old: str, new: str, what: str, stacklevel: int = 3, *,
+                 category: type[Warning] = DeprecationWarning) -> None:
+    """The warning of a name of the previous release (``what``: e.g. "ATGRPOConfig attribute"): a
+    ``DeprecationWarning`` for names in Python code (shown where that code runs as ``__main__`` or under a
+    test runner), a ``FutureWarning`` for names a user writes in a run config, ``--set`` or a run directory
+    (shown by default: ``llm-marl`` prints it)."""
     warnings.warn(f"{what} {old!r} is deprecated (it will be removed in the next release): use {new!r}",
-                  DeprecationWarning, stacklevel=stacklevel)
+                  category, stacklevel=stacklevel)
 
 
 def renamed_keys(raw: Any, *, where: str = "run config") -> Any:
     """A run config (YAML form) with the previous release's keys (:data:`OLD_KEYS`) under their new names, each
-    with a ``DeprecationWarning``; a config that gives both the old and the new key is a :class:`ConfigError`."""
+    with a ``FutureWarning``; a config that gives both the old and the new key is a :class:`ConfigError`."""
     if not isinstance(raw, Mapping):
         return raw
     out: Any = None
@@ -125,7 +129,7 @@ def renamed_keys(raw: Any, *, where: str = "run config") -> Any:
             continue
         if new_leaf in section:
             raise ConfigError(f"{old}: the previous name of {new}, which the {where} gives too; keep {new}")
-        warn_renamed(old, new, f"{where} key", stacklevel=4)
+        warn_renamed(old, new, f"{where} key", stacklevel=4, category=FutureWarning)
         out = dict(out or raw)
         out[sec] = {new_leaf if k == old_leaf else k: v for k, v in section.items()}
     return raw if out is None else out

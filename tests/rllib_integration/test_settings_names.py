@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import subprocess
+import sys
 import warnings
 from collections import Counter
 
@@ -80,13 +83,13 @@ def test_the_rule_check_finds_a_setting_that_breaks_it():
 def test_old_yaml_keys_still_load_with_a_warning(tmp_path):
     cfg = tmp_path / "old.yaml"
     cfg.write_text("rollout: {num_rollout_workers: 0, num_cpus_per_worker: 2, num_gpus_per_worker: 0}\n")
-    with pytest.warns(DeprecationWarning, match=r"'rollout\.num_rollout_workers' is deprecated.*"
+    with pytest.warns(FutureWarning, match=r"'rollout\.num_rollout_workers' is deprecated.*"
                                                 r"use 'rollout\.num_rollout_actors'"):
         full = load_config(str(cfg), check_paths=False)
     r = full["rollout"]
     assert (r["num_rollout_actors"], r["num_cpus_per_rollout_worker"], r["num_gpus_per_rollout_worker"]) == (0, 2, 0)
     assert not set(OLD_KEYS) & {f"rollout.{k}" for k in r}
-    with pytest.warns(DeprecationWarning, match=r"--set key 'rollout\.num_rollout_workers'"):
+    with pytest.warns(FutureWarning, match=r"--set key 'rollout\.num_rollout_workers'"):
         full = load_config(str(cfg), ["rollout.num_rollout_workers=3"], check_paths=False)
     assert full["rollout"]["num_rollout_actors"] == 3  # the --set wins over the file, old name or new
     cfg.write_text("rollout: {num_rollout_workers: 0, num_rollout_actors: 1}\n")
@@ -124,6 +127,10 @@ def test_old_builder_keywords_set_the_new_setting_with_a_warning():
         "cold", 8, "token-mean", 1e-4, "parallel", {"size": 3}, {"layers": 1})
     with pytest.raises(ConfigError, match="unknown keyword 'loss_agg'"):  # an old name only in its own builder
         c.sampling(loss_agg="token-mean")
+    with pytest.raises(ConfigError, match=r"sampling\(\): 'sampling_mode' is the previous name of 'mode', which is "
+                                          r"given too"):  # the old name no longer wins over the new one
+        c.sampling(mode="tree", sampling_mode="parallel")
+    assert c.mode == "parallel"
 
 
 def test_a_checkpoint_of_the_previous_release_loads(tmp_path):
@@ -135,14 +142,14 @@ def test_a_checkpoint_of_the_previous_release_loads(tmp_path):
                           config={"settings": old, "policy_mapping": {}},
                           run_config={"rollout": {"num_rollout_workers": 0, "num_cpus_per_worker": 1}})
     assert json.loads((ck / "algorithm_config.json").read_text())["settings"]["rollout_sandbox"] == "cold"
-    with pytest.warns(DeprecationWarning, match=r"algorithm_config\.json names settings by the previous release's "
+    with pytest.warns(FutureWarning, match=r"algorithm_config\.json names settings by the previous release's "
                                                 r"names.*'rollout_sandbox' \(now 'sandbox'\)"):
         c = algorithm_config(read_checkpoint(ck), config_cls=ATGRPOConfig)
     assert (c.backend, c.sandbox, c.agg, c.mode, c.env_eval_config, c.model_tiny, c.max_worker_restarts,
             c.start_timeout_s, c.num_rollout_actors) == ("hf", "cold", "seq-mean-token-sum-norm", "parallel",
                                                          {"size": 3}, {"layers": 1}, 5, 30.0, 0)
     c.validate()
-    with pytest.warns(DeprecationWarning, match="num_rollout_workers"):
+    with pytest.warns(FutureWarning, match="num_rollout_workers"):
         full = load_config(ck / "config.yaml", check_paths=False)
     assert full["rollout"]["num_rollout_actors"] == 0
     # the old name of the sandbox is checked like the new one: a received checkpoint cannot ask for `local`
@@ -150,5 +157,19 @@ def test_a_checkpoint_of_the_previous_release_loads(tmp_path):
     ck = write_checkpoint(tmp_path / "local", {"iteration": 1}, iteration=1, config={"settings": old,
                                                                                      "policy_mapping": {}})
     with pytest.raises(ConfigError, match=r"unisolated `local` sandbox \(rollout\.sandbox\)"), \
-            pytest.warns(DeprecationWarning):
+            pytest.warns(FutureWarning):
         algorithm_config(read_checkpoint(ck), config_cls=ATGRPOConfig)
+
+
+def test_the_cli_shows_an_old_key_s_warning(tmp_path):
+    """Names a user writes (YAML, --set) warn with a FutureWarning, which Python shows by default: a
+    DeprecationWarning raised inside the package was never printed by ``llm-marl``."""
+    cfg = tmp_path / "old.yaml"
+    cfg.write_text("rollout: {num_rollout_workers: 0}\ntraining: {lrr: 1.0e-4}\n")  # plus a typo: stops before Ray
+    res = subprocess.run([sys.executable, "-m", "rllib_integration.cli", "train", str(cfg),
+                          "--set", "rollout.num_cpus_per_worker=1"], capture_output=True, text=True, timeout=120,
+                         env={k: v for k, v in os.environ.items() if k != "PYTHONWARNINGS"})
+    assert res.returncode == 2, res.stderr[-2000:]
+    assert "FutureWarning: run config key 'rollout.num_rollout_workers' is deprecated" in res.stderr, res.stderr
+    assert "--set key 'rollout.num_cpus_per_worker' is deprecated" in res.stderr, res.stderr
+    assert "training.lrr" in res.stderr

@@ -51,10 +51,12 @@ class SampleJob:
 
 
 class _WorkerHandle:
-    """One rollout worker as the pool sees it. Each method but :meth:`get` makes a call on the worker and returns
-    it (to pass to :meth:`get`); :meth:`get` waits for its result, raising what the call raised. Where a method
-    has a body here, it is what a worker that cannot die does (the in-process one); the static methods act on
-    all the workers of a pool at once."""
+    """One rollout worker as the pool sees it. :meth:`set_weights`, :meth:`sample`, :meth:`ping`, :meth:`sleep`,
+    :meth:`start_stream`, :meth:`stop_stream` and :meth:`close` make a call on the worker and return it (to pass to
+    :meth:`get`); :meth:`get` waits for its result, raising what the call raised. :meth:`died`, :meth:`dead`,
+    :meth:`restarted` and :meth:`kill` are about the worker's life: where they have a body here, it is what a
+    worker that cannot die does (the in-process one). The static methods prepare what a pool gives its workers
+    (:meth:`share`, :meth:`new_queue`, :meth:`drop_queue`) or wait for all of them at once."""
 
     index: int  # the worker's place in the pool (0-based)
 
@@ -120,11 +122,11 @@ class _WorkerHandle:
         """End the worker (after :meth:`close`)."""
 
 
-class _Done:
-    """A call that has run (the in-process worker): its result."""
-
-    def __init__(self, value: Any = None) -> None:
-        self.value = value
+def _ran(value: Any = None) -> concurrent.futures.Future:
+    """A call of the in-process worker that has run: a finished future of its result."""
+    done: concurrent.futures.Future = concurrent.futures.Future()
+    done.set_result(value)
+    return done
 
 
 class _InProcessWorker(_WorkerHandle):
@@ -140,13 +142,13 @@ class _InProcessWorker(_WorkerHandle):
         self._job: Optional[concurrent.futures.Future] = None  # the background sample
         self._pending: Optional[tuple[Any, int]] = None  # weights pushed while it runs
 
-    def set_weights(self, weights: Any, version: int) -> _Done:
+    def set_weights(self, weights: Any, version: int) -> concurrent.futures.Future:
         with self._lock:
             if self._job is not None and not self._job.done():
                 self._pending = (weights, version)  # taken before the next sample
-                return _Done(version)
+                return _ran(version)
             self._pending = None
-            return _Done(self.worker.set_weights(weights, version))
+            return _ran(self.worker.set_weights(weights, version))
 
     def sample(self, part: list[int], kwargs: dict[str, Any], *, background: bool = False) -> Any:
         if not background:
@@ -166,29 +168,27 @@ class _InProcessWorker(_WorkerHandle):
             self.worker.set_weights(*pending)
         return self.worker.sample(part, **kwargs)
 
-    def ping(self) -> _Done:
-        return _Done(self.worker.ping())
+    def ping(self) -> concurrent.futures.Future:
+        return _ran(self.worker.ping())
 
-    def sleep(self) -> _Done:
+    def sleep(self) -> concurrent.futures.Future:
         self.worker.sleep()
-        return _Done()
+        return _ran()
 
-    def start_stream(self, out: Any, **kwargs: Any) -> _Done:
-        return _Done(self.worker.start_stream(out, **kwargs))
+    def start_stream(self, out: Any, **kwargs: Any) -> concurrent.futures.Future:
+        return _ran(self.worker.start_stream(out, **kwargs))
 
-    def stop_stream(self) -> _Done:
-        return _Done(self.worker.stop_stream())
+    def stop_stream(self) -> concurrent.futures.Future:
+        return _ran(self.worker.stop_stream())
 
-    def close(self) -> _Done:
+    def close(self) -> concurrent.futures.Future:
         if self._executor is not None:
             self._executor.shutdown(wait=True, cancel_futures=True)
             self._executor = None
         self.worker.close()
-        return _Done()
+        return _ran()
 
     def get(self, call: Any, timeout: Optional[float] = None) -> Any:
-        if isinstance(call, _Done):
-            return call.value
         if isinstance(call, concurrent.futures.Future):
             return call.result(timeout)
         return call()
@@ -319,11 +319,13 @@ class RolloutWorkerPool:
     def __init__(self, spec: WorkerSpec, num_workers: int = 1, *, num_cpus: float = 1, num_gpus: float = 0,
                  max_restarts: int = default_of("rollout.max_worker_restarts"),
                  start_timeout_s: float = default_of("rollout.start_timeout_s")):
-        self.spec, self.num_workers = spec, int(num_workers)
+        self.num_workers = int(num_workers)
         self.start_timeout_s = float(start_timeout_s)
-        self.num_cpus, self.num_gpus, self.max_restarts = num_cpus, num_gpus, int(max_restarts)
+        self.max_restarts = int(max_restarts)
         self.num_restarts = 0
-        self._weights: Any = None  # the last pushed weights, as the workers take them (_WorkerHandle.share)
+        #: the last pushed weights as the actors take them (_WorkerHandle.share), for an actor restarted later;
+        #: None with the in-process worker, which cannot be restarted (no second copy of the weights kept)
+        self._weights: Any = None
         self._version = 0
         #: (index, worker, its set_weights call) not waited for yet
         self._pending_sets: list[tuple[int, _WorkerHandle, Any]] = []
@@ -361,13 +363,14 @@ class RolloutWorkerPool:
         sample it is running (its calls run in order), the in-process worker before its next sample; errors
         (a dead actor: restarted with these weights) surface at the next :meth:`collect`."""
         self._version += 1
-        self._weights = self._form.share(weights)
+        shared = self._form.share(weights)
+        self._weights = shared if self._form is _ActorWorker else None
         for i in range(len(self.workers)):
             if wait:
-                self._call_with_restart(i, methodcaller("set_weights", self._weights, self._version))
+                self._call_with_restart(i, methodcaller("set_weights", shared, self._version))
             else:
                 worker = self.workers[i]
-                self._pending_sets.append((i, worker, worker.set_weights(self._weights, self._version)))
+                self._pending_sets.append((i, worker, worker.set_weights(shared, self._version)))
         return self._version
 
     def sleep(self) -> None:

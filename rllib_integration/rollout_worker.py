@@ -443,18 +443,21 @@ class RolloutWorker:
 
         self._stream_gen_s = 0.0
         t0 = time.perf_counter()
+        sandbox_s = _sandbox_seconds(envs)  # the slots' envs (and their candidates' copies) count it together
         faults = sandbox_fault_counts()
         try:
             for fin in self._sampler(sampling_seed, k).stream(next_env, slots, mode=mode, round_guard=self._round):
                 # the time since the previous finished env: its share of the worker's rounds
                 now = time.perf_counter()
                 gen, self._stream_gen_s = self._stream_gen_s, 0.0
+                sandbox, sandbox_s = _sandbox_seconds(envs) - sandbox_s, _sandbox_seconds(envs)
                 tokens = sum(len(s.completion_token_ids) for s in fin.samples)
                 faulted, faults = _sandbox_part(faults, fin.dropped)  # the faults since the previous finished env
                 part = {"samples": fin.samples, "episodes": fin.episodes, "worker_index": self.worker_index,
                         "weights_version": min((s.policy_version for s in fin.samples), default=self.weights_version),
-                        "timings": {"rollout_s": now - t0, "generate_s": gen, "sandbox_s": 0.0,
-                                    "env_s": max(0.0, now - t0 - gen), "tokens": tokens, "generate_calls": 0},
+                        "timings": {"rollout_s": now - t0, "generate_s": gen, "sandbox_s": sandbox,
+                                    "env_s": max(0.0, now - t0 - gen - sandbox), "tokens": tokens,
+                                    "generate_calls": 0},
                         **faulted}
                 t0 = now
                 if not _put(out, part, stop):

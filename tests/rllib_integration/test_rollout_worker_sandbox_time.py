@@ -75,3 +75,26 @@ def test_sandbox_time_is_the_calls_own_and_counts_the_copies(worker, mode, step_
     envs = worker._env_list("train", 2)
     assert sum(e.unwrapped.sandbox_seconds for e in envs) > tm["sandbox_s"]
     assert not any("run_program" in vars(e.unwrapped) for e in envs)  # the env's own method, unpatched
+
+
+def test_a_stream_reports_its_sandbox_time(worker):
+    """Streaming: each finished env's part carries the sandbox time of the worker's envs since the part before
+    (it was always 0.0); over the parts taken it covers at least the finished envs' own runs."""
+    import queue
+
+    from rllib_integration.rollout_worker import TrainSeeds
+
+    worker.spec.step_workers = 1
+    out: queue.Queue = queue.Queue(maxsize=4)
+    worker.start_stream(out, first=0, stride=1, seeds=TrainSeeds(seed=0), slots=2, sampling_seed=5, mode="tree", k=2)
+    try:
+        parts = [out.get(timeout=120) for _ in range(3)]
+    finally:
+        worker.stop_stream()
+    assert not any("error" in p for p in parts), parts
+    tm = [p["timings"] for p in parts]
+    runs = sum(len(p["samples"]) for p in parts)  # tree: one sandbox run per candidate
+    assert runs >= 3 * 8
+    assert sum(t["sandbox_s"] for t in tm) >= runs * SLEEP_S
+    for t in tm:
+        assert t["env_s"] >= 0.0 and t["sandbox_s"] <= t["rollout_s"] + 1e-6

@@ -278,7 +278,8 @@ def test_a_poisoning_run_is_followed_by_a_clean_run_in_the_same_worker(warm_one,
     replaced, so only the root times and the autogroup id of the fresh one may differ."""
     name, sb = warm_one
     baseline = result(sb, OBSERVE)
-    assert baseline["file_mode"] == "0o100644" and baseline["own_nice"] == 0, baseline
+    # a worker starts at its engine's niceness (0, or what a niced dockerd passes on), below the attacks' 19
+    assert baseline["file_mode"] == "0o100644" and baseline["own_nice"] < 19, baseline
     run(sb, POISON[attack])  # refused or undone: either way the next run must not see it
     after = result(sb, OBSERVE)
     if name == "docker-warm":

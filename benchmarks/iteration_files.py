@@ -43,21 +43,26 @@ def main(argv: list[str]) -> int:
     funcs: dict[str, set[str]] = {}
     outside: set[str] = set()
 
-    def prof(frame: Any, event: str, arg: Any) -> None:
-        if event != "call":
-            return
-        path = frame.f_code.co_filename
+    known: dict[str, str | None] = {}  # co_filename -> its path in the project, None outside (resolved once)
+
+    def ours(path: str) -> str | None:
         try:
             rel = Path(path).resolve().relative_to(ROOT)
         except ValueError:
+            return None
+        return str(rel) if rel.parts[0] in PACKAGES else None
+
+    def prof(frame: Any, event: str, arg: Any) -> None:
+        if event != "call":
+            return
+        code = frame.f_code
+        path = code.co_filename
+        key = known[path] if path in known else known.setdefault(path, ours(path))
+        if key is None:
             outside.add(path)
             return
-        if rel.parts[0] not in PACKAGES:
-            outside.add(path)
-            return
-        key = str(rel)
         first.setdefault(key, len(first))
-        funcs.setdefault(key, set()).add(frame.f_code.co_qualname)
+        funcs.setdefault(key, set()).add(code.co_qualname)
 
     threading.setprofile(prof)
     sys.setprofile(prof)
@@ -65,7 +70,7 @@ def main(argv: list[str]) -> int:
         algo.train()
     finally:
         sys.setprofile(None)
-        threading.setprofile(None)  # type: ignore[arg-type]
+        threading.setprofile(None)
     algo.stop()
     files = sorted(first, key=first.__getitem__)
     for f in files:

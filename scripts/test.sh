@@ -42,5 +42,5 @@ else
   echo "[test] no Docker engine: docker tests will be skipped"
 fi
 rc=0
-"${PYTHON:-python3}" -m pytest -q "$@" || rc=$?
+"${PYTHON:-python3}" -m pytest -q --durations=25 "$@" || rc=$?
 exit $rc

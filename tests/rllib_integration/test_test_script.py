@@ -83,7 +83,7 @@ def test_test_sh_stops_the_dockerd_it_started(stubs):
     pid = _pid(state)
     started.append(pid)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "python -m pytest -q -k x" in Path(f"{state}.log").read_text()  # the tests ran, with its arguments
+    assert "python -m pytest -q --durations=25 -k x" in Path(f"{state}.log").read_text()  # the tests ran, with its args
     assert _gone(pid), "scripts/test.sh left the dockerd it started running"
 
 

@@ -21,7 +21,6 @@ import threading
 from pathlib import Path
 from typing import Any
 
-ROOT = Path.cwd().resolve()
 PACKAGES = ("rllib_integration", "llm_marl_envs", "sandboxes")
 
 
@@ -33,8 +32,12 @@ def main(argv: list[str]) -> int:
     import torch
 
     torch.set_num_threads(1)
+    import rllib_integration
     from rllib_integration.algorithm import ATGRPOConfig
     from rllib_integration.settings import load_config
+
+    # where the packages are imported from (a checkout, an editable install of another one, site-packages)
+    root = Path(rllib_integration.__file__).resolve().parents[1]
 
     cfg = load_config(None, ["evaluation.interval=0", *args.set])
     algo = ATGRPOConfig.from_run_config(cfg).build_algo()
@@ -47,7 +50,7 @@ def main(argv: list[str]) -> int:
 
     def ours(path: str) -> str | None:
         try:
-            rel = Path(path).resolve().relative_to(ROOT)
+            rel = Path(path).resolve().relative_to(root)
         except ValueError:
             return None
         return str(rel) if rel.parts[0] in PACKAGES else None

@@ -83,6 +83,7 @@ use) and :meth:`run_program`, plus the helpers :func:`extract_code_block` and
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import hashlib
@@ -93,7 +94,7 @@ import time
 import warnings
 import weakref
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterator, Mapping, Sequence
 
 import numpy as np
 from gymnasium import spaces
@@ -331,6 +332,15 @@ class _Seconds:
         with self._lock:
             self.value += seconds
 
+    @contextlib.contextmanager
+    def timing(self) -> Iterator[None]:
+        """Add the time the ``with`` block takes, however it ends."""
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.add(time.perf_counter() - t0)
+
     def __deepcopy__(self, memo: dict[int, Any]) -> "_Seconds":
         return self
 
@@ -518,20 +528,14 @@ class LLMTeamEnv(AECEnv):
         outcome). A fault of the sandbox itself raises :class:`sandboxes.SandboxInfrastructureError`
         (after the sandbox's own retries on fresh workers): let it propagate, never score it. Its time
         adds to :attr:`sandbox_seconds`."""
-        t0 = time.perf_counter()
-        try:
+        with self._sandbox_seconds.timing():
             return self.sandbox.run(code, stdin=stdin, **limits)
-        finally:
-            self._sandbox_seconds.add(time.perf_counter() - t0)
 
     def run_tests(self, code: str, cases: Sequence[Any], **options: Any) -> "TestReport":
         """Run ``code`` against test ``cases`` in :attr:`sandbox` (:meth:`sandboxes.Sandbox.run_tests`), as
         :meth:`run_program` runs one program: a sandbox fault propagates, its time adds to :attr:`sandbox_seconds`."""
-        t0 = time.perf_counter()
-        try:
+        with self._sandbox_seconds.timing():
             return self.sandbox.run_tests(code, cases, **options)
-        finally:
-            self._sandbox_seconds.add(time.perf_counter() - t0)
 
     @property
     def sandbox_seconds(self) -> float:

@@ -450,7 +450,8 @@ class RolloutWorker:
                 # the time since the previous finished env: its share of the worker's rounds
                 now = time.perf_counter()
                 gen, self._stream_gen_s = self._stream_gen_s, 0.0
-                sandbox, sandbox_s = _sandbox_seconds(envs) - sandbox_s, _sandbox_seconds(envs)
+                total = _sandbox_seconds(envs)  # read once: the difference and the next start are one value
+                sandbox, sandbox_s = total - sandbox_s, total
                 tokens = sum(len(s.completion_token_ids) for s in fin.samples)
                 faulted, faults = _sandbox_part(faults, fin.dropped)  # the faults since the previous finished env
                 part = {"samples": fin.samples, "episodes": fin.episodes, "worker_index": self.worker_index,

@@ -15,7 +15,8 @@
 
 ## Roles
 
-``solver`` answers the value of an integer expression; ``checker`` sees the expression
+``solver`` answers the value of an integer expression (``a + b * c`` unless ``expression``
+says otherwise); ``checker`` sees the expression
 and the solver's answer and gives the team's final answer.
 
 ## Observation
@@ -44,8 +45,14 @@ Terminated with ``success=True`` when the checker is correct; truncated after
 
 ## Arguments
 
-``max_operand=20`` (operands are drawn from ``1..max_operand``), plus those of
-:class:`~llm_marl_envs.base.LLMTeamEnv`.
+``max_operand=20`` (operands are drawn from ``min_operand..max_operand``), ``min_operand=1``,
+``expression="a + b * c"`` (a template: each letter is an operand; ``+``, ``-``, ``*`` and
+parentheses), plus those of :class:`~llm_marl_envs.base.LLMTeamEnv`.
+
+## Expert
+
+``expert_action()``: the solver writes ``<expression> = <value>`` then the answer line; the
+checker the answer line. Used for warm-start demonstrations.
 
 ## Example
 
@@ -59,11 +66,12 @@ Terminated with ``success=True`` when the checker is correct; truncated after
 
 ## Version history
 
-- v0: initial version.
+- v0: initial version; ``min_operand``, ``expression`` and the expert added (defaults unchanged).
 """
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import re
 
@@ -92,20 +100,45 @@ def parse_answer(text: str) -> int | None:
     return int(found[-1]) if found else None
 
 
+def evaluate(node: ast.AST, values: dict[str, int]) -> int:
+    """The value of a parsed template: letters are operands; ``+ - *``, unary minus, integers."""
+    ops = {ast.Add: lambda x, y: x + y, ast.Sub: lambda x, y: x - y, ast.Mult: lambda x, y: x * y}
+    if isinstance(node, ast.Expression):
+        return evaluate(node.body, values)
+    if isinstance(node, ast.BinOp) and type(node.op) in ops:
+        return ops[type(node.op)](evaluate(node.left, values), evaluate(node.right, values))
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        return -evaluate(node.operand, values)
+    if isinstance(node, ast.Name) and node.id in values:
+        return values[node.id]
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return node.value
+    raise ValueError(f"expression: only letters, integers, + - * and parentheses, not {ast.dump(node)[:60]}")
+
+
 class ArithmeticEnv(LLMTeamEnv):
     roles = ("solver", "checker")
     default_max_turns = 2
     metadata = {"name": "arithmetic_v0", "render_modes": ["ansi", "human"], "is_parallelizable": False}
 
-    def __init__(self, max_operand: int = 20, **kwargs):
+    def __init__(self, max_operand: int = 20, min_operand: int = 1, expression: str = "a + b * c", **kwargs):
         super().__init__(**kwargs)
-        self.max_operand = max_operand
+        if not 0 <= min_operand <= max_operand <= 10**6:
+            raise ValueError(f"need 0 <= min_operand <= max_operand <= 10**6, got {min_operand}, {max_operand}")
+        self.min_operand, self.max_operand, self.expression = min_operand, max_operand, expression
+        try:
+            self._tree = ast.parse(expression, mode="eval")
+        except SyntaxError as e:
+            raise ValueError(f"expression {expression!r} is not an expression: {e.msg}") from None
+        self._letters = sorted({n.id for n in ast.walk(self._tree) if isinstance(n, ast.Name)})
+        evaluate(self._tree, dict.fromkeys(self._letters, 1))  # a bad template fails here, not in reset()
 
     def load_task(self, seed: int, split: str) -> Problem:
         def generate(rng: np.random.Generator) -> Problem:
-            a, b, c = (int(x) for x in rng.integers(1, self.max_operand + 1, size=3))
-            expression = f"{a} + {b} * {c}"
-            return Problem(expression, a + b * c, task_id=f"arithmetic/{expression}")
+            drawn = rng.integers(self.min_operand, self.max_operand + 1, size=len(self._letters))
+            values = {name: int(v) for name, v in zip(self._letters, drawn, strict=True)}
+            text = re.sub(r"[A-Za-z_]\w*", lambda m: str(values[m.group()]), self.expression)
+            return Problem(text, evaluate(self._tree, values), task_id=f"arithmetic/{text}")
 
         # content-hash partition: a given expression is in exactly one split
         return self.generate_in_split(seed, split, generate, key=lambda p: p.expression)
@@ -129,6 +162,11 @@ class ArithmeticEnv(LLMTeamEnv):
             self.game_state = dataclasses.replace(self.game_state, solver_answer=answer)
             return StepOutcome(valid=True, team=0.0, local=float(correct))
         return StepOutcome(valid=True, team=float(correct), done=correct, success=correct)
+
+    def expert_text(self, agent: str) -> str:
+        if agent == "solver":
+            return f"{self.task.expression} = {self.task.value}\nAnswer: {self.task.value}"
+        return f"Answer: {self.task.value}"
 
     def render_text(self) -> str:
         return f"{self.task.expression} = ?  (solver said {self.game_state.solver_answer})"

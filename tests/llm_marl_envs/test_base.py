@@ -2,6 +2,7 @@
 
 import copy
 import pickle
+import re
 
 import pettingzoo
 import pytest
@@ -121,3 +122,23 @@ def test_docs_usage_snippet_runs():
     env.step(f"Answer: {value}")
     env.step(f"Answer: {value}")
     assert env.rewards["checker"] == 1.0 and all(env.terminations.values())
+
+
+def test_expression_templates_and_the_expert():
+    env = ArithmeticEnv(expression="(a - b) * c", min_operand=2, max_operand=5)
+    for seed in range(20):
+        env.reset(seed=seed)
+        a, b, c = (int(x) for x in re.findall(r"\d+", env.task.expression))
+        assert all(2 <= v <= 5 for v in (a, b, c)) and env.task.value == (a - b) * c
+        assert env.expert_action("solver") == f"{env.task.expression} = {env.task.value}\nAnswer: {env.task.value}"
+        env.step(env.expert_action())
+        env.step(env.expert_action())
+        assert env.rewards["checker"] == 1.0 and all(env.terminations.values())
+    default = ArithmeticEnv(max_operand=9)
+    default.reset(seed=0)
+    assert default.task.expression == "5 + 9 * 9"  # the default template draws what the old code drew
+    for bad in ["a ** b", "__import__('os')", "a / b", "a +", "a.b", "f(a)"]:
+        with pytest.raises(ValueError, match="expression"):
+            ArithmeticEnv(expression=bad)
+    with pytest.raises(ValueError, match="min_operand"):
+        ArithmeticEnv(min_operand=5, max_operand=3)

@@ -85,9 +85,13 @@ def test_expert_action_defaults_to_the_agent_to_act_and_checks_its_input():
 
 
 def test_a_task_without_an_expert_says_so():
-    from llm_marl_envs.examples.arithmetic import ArithmeticEnv  # the docs' example task has no expert
+    from llm_marl_envs import LLMTeamEnv
+    from llm_marl_envs.examples.arithmetic import ArithmeticEnv
 
-    env = ArithmeticEnv()
+    class NoExpert(ArithmeticEnv):  # a task that does not implement the hook
+        expert_text = LLMTeamEnv.expert_text
+
+    env = NoExpert()
     env.reset(seed=0)
     with pytest.raises(NotImplementedError, match="no expert"):
         env.expert_action(env.possible_agents[0])

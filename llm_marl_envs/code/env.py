@@ -51,7 +51,9 @@ stdout; for a ``call`` problem it defines the function ``fn_name`` (a method of 
 ``Solution`` class is found too). Tester: test cases, read by
 :func:`llm_marl_envs.code.parsing.parse_tests`: a JSON list in a ```` ```json ```` block,
 ``[{"input": "...", "output": "..."}]`` (stdio) or ``[{"args": [...], "expected": v}]``
-(call), or ``Input:``/``Output:`` text pairs; at most ``max_tests`` tests. Text with no
+(call), or ``Input:``/``Output:`` text pairs (a call's output is one value read whole; digits
+grouped by thousands, ``3,000``, are refused, not read as the tuple ``(3, 0)``); at most
+``max_tests`` tests. Text with no
 program (coder) or no readable test (tester) is an invalid action: its ``local`` is
 ``0 - invalid_penalty`` and ``infos[agent]["action_valid"] = False``.
 

@@ -25,7 +25,10 @@ Tests (:func:`parse_tests`), written by the tester in one of two formats:
 - Text pairs: ``Input:`` followed by the input, then ``Output:`` (or ``Expected Output:``)
   followed by the output, repeated. For a call problem the input text is the argument list
   (``[1, 2], 3``, ``rotate([1, 2], 3)`` or LeetCode's ``nums = [1, 2], k = 3``, read as
-  keyword arguments) and the output one value, as JSON or Python literals.
+  keyword arguments) and the output one value, as JSON or Python literals, read whole (``3abc``
+  or ``3 apples`` is no value, never 3). Digits grouped by thousands (``3,000``, ``-1,234.5``)
+  are refused as an output: Python reads them as the tuple ``(3, 0)``, and which number (or
+  tuple) the tester meant is not guessed.
 
 At most ``max_tests`` tests are kept (default 10) and a test whose input or output text is
 longer than ``max_chars`` (default 4000) is dropped and reported in ``errors``.
@@ -204,6 +207,10 @@ _PAIR = re.compile(
     re.IGNORECASE | re.DOTALL)
 
 
+#: an output of digits grouped by thousands, which Python would read as a tuple of ints (3,000 is (3, 0))
+_THOUSANDS = re.compile(r"[-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?")
+
+
 def _strip_fence(s: str) -> str:
     s = s.strip("\n")
     m = re.fullmatch(r"\s*```[^\n`]*\n(.*?)\n?```\s*", s, re.DOTALL)
@@ -349,6 +356,8 @@ def _to_test(item: Any, kind: str, max_chars: int, fmt: str) -> tuple[CodeTest |
         return CodeTest.stdio(inp, out), ""
     # call problems
     if item.get("_text"):
+        if _THOUSANDS.fullmatch(item.get("output", "").strip()):
+            return None, "output groups digits by thousands: write 3000 for a number, (3, 0) for a tuple"
         ok_a, args, kwargs = _call_args(item.get("input", ""))
         ok_e, expected = _literal(item.get("output", ""))
         if not (ok_a and ok_e):

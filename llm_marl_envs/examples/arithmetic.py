@@ -26,7 +26,14 @@ solver's latest answer. ``state()`` is the expression and the solver's answer.
 
 ## Action
 
-Free text; the last ``Answer: <integer>`` line is read. Anything else is invalid.
+Free text; the last ``Answer: <integer>`` line is read (``answer = <integer>`` too, any case):
+the last such label that a number follows. The number counts only when its whole token is an
+integer in ASCII digits with at most a leading ``-`` (``Answer: 21.``, ``Answer: 3, since``,
+``**Answer: 3**`` and ``Answer: 3 apples`` read 3: a sentence's punctuation after it is no part of it).
+A decimal, fraction, exponent, digit group or anything glued to it (``3.25``, ``3.0``, ``3/4``,
+``1e5``, ``3,000``, ``12x``, ``--3``, ``+3``, Unicode digits), or an expression it starts
+(``3 + 4``), makes the reply invalid: it is never read as its leading digits. Anything else is
+invalid.
 
 ## Rewards
 
@@ -92,12 +99,22 @@ class State:
     solver_answer: int | None = None
 
 
-_ANSWER = re.compile(r"answer\s*[:=]\s*(-?\d+)", re.IGNORECASE)
+# a label, then a token that starts like a number (3, -3, --3, .5, 3.25, 3abc, Unicode digits)
+_ANSWER = re.compile(r"answer\s*[:=]\s*([-+.]*\d\S*)", re.IGNORECASE)
+_INTEGER = re.compile(r"-?[0-9]+")
+_CONTINUED = re.compile(r"[ \t]*[-+*/×÷^=0-9]")  # 3 + 4, 3 000: the number is part of something longer
 
 
 def parse_answer(text: str) -> int | None:
-    found = _ANSWER.findall(text)
-    return int(found[-1]) if found else None
+    """The integer of the last ``Answer: <integer>`` label, or None: the whole token must be an integer."""
+    found = list(_ANSWER.finditer(text))
+    if not found:
+        return None
+    token = found[-1].group(1)
+    number = token.rstrip(".,;:!?)*_")  # the sentence's punctuation (Answer: 21.) or markdown (**Answer: 3**)
+    if not _INTEGER.fullmatch(number) or (number == token and _CONTINUED.match(text, found[-1].end())):
+        return None
+    return int(number)
 
 
 def evaluate(node: ast.AST, values: dict[str, int]) -> int:

@@ -45,7 +45,8 @@ Free text.
 - ``tool``: the last fenced Python block (```` ```python ... ``` ````, or an untagged
   block) is run in the sandbox (``sympy`` is available there) with
   ``tool_timeout_s``/``tool_memory_mb``; its answer is the last non-empty line of stdout
-  of a program that ended with status ``ok``. Without a code block the action is
+  of a program that ended with status ``ok``, whole (a line over 20,000 characters is no
+  answer, never cut to a prefix). Without a code block the action is
   invalid. A program that crashes, hangs, floods its output or runs out of memory is
   valid but has no answer.
   A fault of the sandbox itself (its worker died under the program, also on the fresh workers
@@ -129,7 +130,7 @@ from typing import Any, Mapping, Sequence
 from ..base import LLMTeamEnv, StepOutcome, extract_code_block, split_of
 from .datasets import DatasetError, load_dataset
 from .equivalence import is_equivalent
-from .extraction import EXTRACTION_MODES, extract_answer
+from .extraction import EXTRACTION_MODES, MAX_INPUT_CHARS, extract_answer
 from .generator import generate_problem
 from ..registry import pettingzoo_functions
 
@@ -203,11 +204,13 @@ def parse_reasoner_answer(text: str, mode: str = "last_boxed") -> str | None:
 
 
 def parse_tool_output(stdout: str) -> str | None:
-    """The last non-empty line of a program's stdout (stripped, at most 500 chars), or None."""
+    """The last non-empty line of a program's stdout (stripped, whole), or None. A line longer than
+    :data:`~llm_marl_envs.math.extraction.MAX_INPUT_CHARS` (what the checker reads of an answer) is no
+    answer: it is never cut to a prefix (the first 500 digits of a longer number are another number)."""
     for line in reversed(stdout.splitlines()):
         line = line.strip()
         if line:
-            return line[:500]
+            return line if len(line) <= MAX_INPUT_CHARS else None
     return None
 
 

@@ -16,7 +16,9 @@ in ``<think>...</think>`` and chat-template tokens (``<|im_end|>``, ``</s>``) ar
 then the last ``\\boxed{}``; then an "answer" phrase (``Final Answer: ...``, ``Answer $9$``,
 ``Answer \\[ 9 \\]``); then, for prose, the value its last sentence states (``... is 34.``),
 else its last ``$...$`` span (a number after an answer phrase, never a bare number in prose);
-otherwise the whole text.
+otherwise the whole text. A number read from prose is a whole token (a sentence's ``.`` or ``,``
+after it is no part of it): never the ``3`` of ``3abc``, ``3x``, ``3_000`` or ``3-4``, nor the
+``5`` of ``1e5`` or ``10^5``; a stated value that is no whole number (``is 3abc``) gives none.
 """
 
 from __future__ import annotations
@@ -137,7 +139,11 @@ _PROSE_SKIP = {"and", "sin", "cos", "tan", "cot", "sec", "csc", "log", "exp", "s
                "arccos", "arctan", "sinh", "cosh", "tanh", "abs", "floor", "ceil", "max", "min", "gcd", "lcm", "mod",
                "frac", "cdot", "times", "pmatrix", "bmatrix", "text", "mathrm", "cup", "cap", "leq", "geq", "neq"}
 _STATES_RE = re.compile(r"\b(?:is|are|equals|was|be|gives|get|obtain)\b\s*:?\s*", re.I)
-_NUMBER_RE = re.compile(r"[-+]?(?:\d+(?:[.,]\d+)*(?:/\d+)?|\.\d+)")
+_NUMBER_RE = re.compile(r"[-+−]?(?:\d+(?:[.,]\d+)*(?:/\d+)?|\.\d+)")
+# a number that is a whole token of prose: not the leading digits of 3.5e2, 3abc, 3_000, 3-4, 3*4 or 10^5,
+# nor the tail of x2, 1e5, --3, 5-3 or 10^5 (a sentence's full stop or comma after it is no part of it)
+_WHOLE_NUMBER_RE = re.compile(r"(?<![\w.+\-−/^])(?<![\w)]\*)" + _NUMBER_RE.pattern + r"(?![\w/^]|[-+−*.,]\d)")
+_NUMBER_START_RE = re.compile(r"[-+−]*\.?\d")
 
 
 def _is_prose(text: str) -> bool:
@@ -161,13 +167,15 @@ def _stated_value(sentence: str, last_number: bool = True) -> str | None:
         m = _MATH_SPAN_RE.match(tail)
         if m:
             return _span_content(m)
-        m = _NUMBER_RE.match(tail)
-        if m and (m.end() == len(tail) or not tail[m.end()].isalnum()):
+        m = _WHOLE_NUMBER_RE.match(tail)
+        if m:
             return m.group(0).rstrip(".,")
+        if _NUMBER_START_RE.match(tail):
+            return None  # it states 3abc, 1e5 or --3: no number of it is the answer, nor one before it
     spans = list(_MATH_SPAN_RE.finditer(sentence))
     if spans:
         return _span_content(spans[-1])
-    numbers = _NUMBER_RE.findall(sentence) if last_number else []
+    numbers = _WHOLE_NUMBER_RE.findall(sentence) if last_number else []
     return numbers[-1].rstrip(".,") if numbers else None
 
 

@@ -10,7 +10,7 @@ from pettingzoo.test import api_test, parallel_api_test, parallel_seed_test, see
 
 import llm_marl_envs
 from llm_marl_envs import split_of
-from llm_marl_envs.examples.arithmetic import ArithmeticEnv
+from llm_marl_envs.examples.arithmetic import ArithmeticEnv, parse_answer
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning:pettingzoo.test.api_test")
 
@@ -44,6 +44,27 @@ def test_rewards_infos_and_termination_of_a_known_episode():
     for _ in range(2):
         env.step(None)
     assert env.agents == []
+
+
+@pytest.mark.parametrize("text, value", [
+    ("Answer: 3", 3), ("answer=-3", -3), ("Answer:3", 3), ("Answer: 21.", 21), ("Answer: 21!", 21),
+    ("Answer: 3, since 1 + 2 = 3", 3), ("Answer: 3 apples", 3), ("work...\nAnswer: 7\n", 7),
+    ("**Answer: 3**", 3), ("(Answer: 3)", 3),
+    ("Answer: 5\nFinal answer: x", 5),            # the last label followed by a number is read
+    # a number is read only when the whole token is an integer: never its leading digits
+    ("Answer: 3.25", None), ("Answer: 3.0", None), ("Answer: 3abc", None), ("Answer: 12x", None),
+    ("Answer: 3/4", None), ("Answer: 1e5", None), ("Answer: 3,000", None), ("Answer: 3-4", None),
+    ("Answer: 3_000", None), ("Answer: 0x10", None), ("Answer: --3", None), ("Answer: +3", None),
+    ("Answer: .5", None), ("Answer: 3 + 4", None), ("Answer: 3 000", None),
+    ("Answer: \u0663", None), ("Answer: \uff13", None), ("Answer: 3\u0663", None),  # ASCII digits only
+    ("Answer: 5\nAnswer: 3.25", None),            # the last answer is malformed: not the earlier 5
+])
+def test_answer_is_read_only_as_a_whole_integer(text, value):
+    assert parse_answer(text) == value
+    env = ArithmeticEnv()
+    env.reset(seed=0)
+    env.step(text)
+    assert env.infos["solver"]["action_valid"] is (value is not None)
 
 
 def test_max_turns_truncates_and_timeout_is_not_success():

@@ -95,3 +95,17 @@ def test_table_size_is_checked():
     for bad in (0, 17, 2.5, True):
         with pytest.raises(ValueError, match="table_size=.* must be an integer in 1..16"):
             router.raw_env(table_size=bad)
+
+
+@pytest.mark.parametrize("text, letter", [
+    ("0", "0"), ("12", "1"), ("3.25", "3"), ("3abc", "3"), ("-1", "1"), ("1e5", "1"),  # any digit is the call
+    ("e", "e"), ("  o.", "o"), ("E", None), ("xyz", None),
+    ("\u0663", None), ("\uff13", None), ("\u00b2", None), ("\u0663 a", "a"),  # ASCII digits only call
+])
+def test_a_reply_is_read_by_one_character_never_a_number(text, letter):
+    """Already exact before issue 40: no number's value is read (any ASCII digit is the one call, agent 0),
+    so a decimal, a prefix or a Unicode digit cannot be misread as another number."""
+    assert router.read_letter(text) == letter
+    env = play(router.env(), text)
+    assert env.infos["router"]["action_valid"] is (letter is not None)
+    assert env.infos["router"].get("delegated", False) is (letter is not None and letter in router.CALL)

@@ -43,7 +43,9 @@ the grid and the progress.
 ## Action
 
 Any text. Executor: a ``size`` x ``size`` grid parsed by ``parse_grid`` (rows of digits;
-``0``/``.`` blanks allowed for cells left open). It is invalid (nothing applied) when it
+``0``/``.`` blanks allowed for cells left open). Cells are ASCII digits read whole: a line with a
+leading-zero number (``03``), a signed one (``-3``) or a digit that is not ASCII (``٣``) is no
+row, never read as the cell 3. It is invalid (nothing applied) when it
 cannot be parsed, changes a given clue, or repeats a digit in a row, column or box;
 otherwise it replaces the current grid. Tool: invalid without a fenced code block; its
 proposal is checked the same way (an illegal proposal earns nothing). The expert executor

@@ -263,29 +263,37 @@ def parse_puzzle_string(text: str) -> Grid:
 
 _ROW_LABEL = re.compile(r"^\s*(?:row\s*\d+|r\d+)\s*[:=.)\-]?", re.IGNORECASE)
 _LIST_OF_LISTS = re.compile(r"\[\s*\[[^\[\]]*\](?:\s*(?:,\s*)?\[[^\[\]]*\])*\s*(?:,\s*)?\]")
-_CELL_TOKENS = re.compile(r"\d+|[._]")
+_CELL_TOKENS = re.compile(r"[0-9]+|[._]")
 _SEPARATOR_LINE = re.compile(r"^[\s\-+=|:*]+$")
+_SIGNED = re.compile(r"(?<![0-9._])[-+][0-9]")  # -3, +3: a signed number, not a cell (3-1-2-4 is fine)
+
+
+def _not_cells(text: str) -> bool:
+    """Text that holds something other than cells and separators: a letter, a digit or numeral that is
+    not ASCII (٣, ３, ², ½), or a signed number. Such text is no grid (nothing of it is read as cells)."""
+    return bool(_SIGNED.search(text)) or any(ch.isalpha() or (not ch.isascii() and ch.isnumeric()) for ch in text)
 
 
 def _cell_value(tok: str, size: int) -> int | None:
-    if tok in "._":
+    if tok in (".", "_"):
         return 0
+    if len(tok) > 1 and tok[0] == "0":
+        return None  # 03, 00: never read as the cell 3 or a blank
     v = int(tok)
     return v if v <= size else None
 
 
 def _parse_row(line: str, size: int) -> tuple[int, ...] | None:
     line = _ROW_LABEL.sub("", line, count=1)
-    if any(ch.isalpha() for ch in line):
+    if _not_cells(line):
         return None
     toks = _CELL_TOKENS.findall(line)
     if not toks:
         return None
+    if size <= 9:
+        toks = list("".join(toks))  # one digit per cell, wherever the spaces are: "31 | 24" is 3 1 2 4
     if len(toks) != size:
-        joined = "".join(toks)
-        if size > 9 or len(joined) != size:
-            return None
-        toks = list(joined)
+        return None
     vals = [_cell_value(t, size) for t in toks]
     if any(v is None for v in vals):
         return None
@@ -296,7 +304,7 @@ def _parse_flat(line: str, size: int) -> Grid | None:
     if size > 9:
         return None
     tail = re.split(r"[:=]", line)[-1]
-    if any(ch.isalpha() for ch in tail):
+    if _not_cells(tail):
         return None
     toks = _CELL_TOKENS.findall(tail)
     joined = "".join(toks)
@@ -314,7 +322,7 @@ def _grid_from_lists(block: str, size: int) -> Grid | None:
         return None
     rows = []
     for part in inner:
-        if any(ch.isalpha() for ch in part):
+        if _not_cells(part):
             return None
         toks = _CELL_TOKENS.findall(part)
         if len(toks) != size:
@@ -342,6 +350,12 @@ def parse_grid(text: str, size: int) -> Grid | None:
       ``"."``).
     * One line with all ``size*size`` cells, optionally after a label:
       ``Answer: 1234341221434321``.
+
+    A cell is read only whole: for sizes <= 9 each ASCII digit is one cell (``31 24`` is 3 1 2 4, as
+    ``31 | 24``, and ``3.0`` is three cells: 3 and two blanks); for larger sizes each number is one
+    cell. A line with a number written with a leading zero (``03``, ``00``), a signed number
+    (``-3``, ``+3``), a letter, or a digit or numeral that is not ASCII (``٣``, ``３``, ``²``, ``½``)
+    is no row, and a row needs exactly ``size`` cells: nothing is read out of a longer number.
 
     The returned grid may contain 0 (blanks); :func:`check_answer` judges it. Only the
     last :data:`MAX_INPUT_CHARS` characters are read; never raises for a ``str``.

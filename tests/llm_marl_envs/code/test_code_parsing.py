@@ -70,6 +70,25 @@ def test_call_tests_json_text_and_literals():
     assert parse_tests("Input: __import__('os')\nOutput: 1\n", "call").tests[0].args == ["os"]
 
 
+@pytest.mark.parametrize("output, expected", [
+    ("3", 3), ("-3", -3), ("3.25", 3.25), ("3.0", 3.0), ("3.", 3.0), ("1e5", 1e5), ("1_000", 1000),
+    ("(1, 2)", [1, 2]), ("1, 2", [1, 2]), ("1,2", [1, 2]),
+    # a value is read whole (JSON, else a Python literal) or not at all: never its leading digits
+    ("3abc", None), ("12x", None), ("3/4", None), ("--3", None), ("3 apples", None), ("3-4", None),
+    ("\u0663", None), ("\uff13", None),
+    # digits grouped by thousands are refused, not the tuples Python reads (3,000 is (3, 0))
+    ("3,000", None), ("1,234", None), ("-1,234.5", None), ("12,345,678", None),
+])
+def test_call_expected_value_is_read_whole(output, expected):
+    parsed = parse_tests(f"Input: [1]\nOutput: {output}\n", "call")
+    if expected is None:
+        assert not parsed.ok and parsed.dropped == 1, parsed.tests
+        assert ("thousands" in parsed.errors[0]) is ("," in output)
+    else:
+        assert [t.expected for t in parsed.tests] == [expected]
+        assert type(parsed.tests[0].expected) is type(expected)
+
+
 def test_bounds_on_number_and_size_of_tests():
     many = json.dumps([{"input": str(i), "output": str(i)} for i in range(50)])
     parsed = parse_tests(many, "stdio", max_tests=10)

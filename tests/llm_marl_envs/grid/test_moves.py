@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import llm_marl_envs
 from llm_marl_envs.grid.moves import MAX_INPUT_CHARS, MOVE_DELTAS, parse_moves
 
 
@@ -102,3 +103,20 @@ def test_adversarial_inputs_work_is_bounded(python_lines) -> None:
         got, lines = python_lines(parse_moves, text * 2)
         assert python_lines(parse_moves, text * 10) == (got, lines)
         assert lines < 5 * MAX_INPUT_CHARS
+
+
+@pytest.mark.parametrize("env_id", ["llm_marl/Sokoban-v0", "llm_marl/PlanPath-v0"])
+@pytest.mark.parametrize("text, expected", [
+    ("Answer: UDLR.", "UDLR"), ("Answer: up.", "U"), ("Answer: U-D-L-R", "UDLR"), ("Answer: U,D,L,R,", "UDLR"),
+    ("Answer: RIGHT", "R"),
+    # a move token is read only whole: trailing junk, counts, numbers or other scripts reject the segment
+    ("Answer: UDLRx", None), ("Answer: U2", None), ("Answer: 2U", None), ("Answer: up3", None),
+    ("Answer: up, right, 3", None), ("Answer: UDLR junk", None), ("Answer: URDL!!", None),
+    ("Answer: UDLR (4 moves)", None), ("Answer: rightwards", None), ("Answer: udlr", None),
+    ("Answer: 3.25", None), ("Answer: 12", None), ("Answer: 1e5", None), ("Answer: \u2190\u2192x", None),
+    ("Answer: \uff35", None), ("Answer: UDLR\u0663", None), ("<answer>UDLR junk</answer>", None),
+])
+def test_moves_are_read_only_as_whole_tokens(env_id: str, text: str, expected: str | None) -> None:
+    """Already exact before issue 40 (no form here was misread); kept as the grid tasks' adversarial test."""
+    env = llm_marl_envs.make(env_id).unwrapped
+    assert env.parse_answer(text) == (list(expected) if expected else None)

@@ -13,6 +13,7 @@ from pettingzoo.test import api_test, parallel_api_test, parallel_seed_test, see
 
 import llm_marl_envs  # noqa: F401
 import llm_marl_envs.math  # noqa: F401  (registers llm_marl/Math-v0)
+from llm_marl_envs.math import is_equivalent
 from llm_marl_envs.math.env import MathEnv, parse_reasoner_answer, parse_tool_output
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning:pettingzoo.test.api_test")
@@ -160,6 +161,22 @@ def test_parsers():
     assert parse_reasoner_answer("so \\boxed{1} then \\boxed{\\frac{1}{2}}") == "\\frac{1}{2}"
     assert parse_reasoner_answer("\\boxed{ }") is None and parse_reasoner_answer("42") is None
     assert parse_tool_output("a\n42\n\n  \n") == "42" and parse_tool_output("\n\n") is None
+
+
+@pytest.mark.parametrize("stdout, answer", [
+    ("a\n3.25\n", "3.25"), ("x = 3abc\n", "x = 3abc"),
+    pytest.param("1" * 600 + "\n", "1" * 600, id="600-digits"),
+    pytest.param("1" * 500 + "7", "1" * 500 + "7", id="501-digits"),
+    pytest.param("1" * 20_001, None, id="over-MAX_INPUT_CHARS"),
+])
+def test_tool_answer_is_the_whole_last_line(stdout, answer):
+    """Issue 40: the last line was cut to 500 characters, so a long number was read as its prefix (a wrong
+    answer equal to a 500-digit reference, a right one of 600 digits wrong); a line too long to read whole
+    (over MAX_INPUT_CHARS, what the checker reads) is no answer."""
+    assert parse_tool_output(stdout) == answer
+    if answer is not None and len(answer) > 500:
+        assert is_equivalent(parse_tool_output(stdout), answer)
+        assert not is_equivalent(parse_tool_output(stdout), answer[:500])  # never its prefix
 
 
 def test_parsers_extraction_modes():

@@ -250,6 +250,37 @@ def test_issue_32_cases(prediction, reference, expected):
     assert is_equivalent(reference, prediction) is expected
 
 
+# issue 40: a number is read only as a whole token. The prose reading of an answer phrase ("Answer: the
+# count is 34") read the leading digits of 3abc, 3x, 3_000, 3-4 or the tail of 1e5, 3.5e2, x2, 10^5, --3
+ISSUE_40_PROSE = [
+    ("Answer: the largest value is 1e5 units", "5", F), ("Answer: the count is 3.5e2 items", "2", F),
+    ("Answer: the value is 3abc now", "3", F), ("Answer: the total is 3x in all", "3", F),
+    ("Answer: the total is 3_000 in all", "3", F), ("Answer: for n=2 the value is 3-4", "3", F),
+    ("Answer: the value is --3 here", "-3", F), ("Answer: for x2 we found none", "2", F),
+    ("Answer: after 10^5 steps we stop", "5", F),
+    ("Answer: the value is \u22123 here", "-3", T), ("Answer: the value is \u22123 here", "3", F),  # U+2212 minus
+    # read as before: a whole number, with the sentence's punctuation or markdown around it
+    ("Answer: the count is 3. That is all", "3", T), ("Answer: the count is 3, I think", "3", T),
+    ("Answer: we get **3** apples in all", "3", T), ("Answer: the total is 3,000 dollars", "3000", T),
+    ("Answer: it has 3.25 apples in it", "3.25", T), ("Final Answer: The largest $n$ is 34.", "34", T),
+]
+# already exact: a boxed or phrased answer is read whole and compared by value (math semantics kept:
+# 3.0 = 3, 3,000 = 3000, --3 = 3 as math-verify reads it, a Unicode digit is its value)
+ISSUE_40_WHOLE = [
+    ("\\boxed{3.25}", "3", F), ("\\boxed{3abc}", "3", F), ("\\boxed{12x}", "12", F), ("\\boxed{3/4}", "3", F),
+    ("\\boxed{3/4}", "0.75", T), ("\\boxed{1e5}", "100000", T), ("\\boxed{1e5}", "1", F),
+    ("\\boxed{3,000}", "3000", T), ("\\boxed{3,000}", "3", F), ("\\boxed{--3}", "3", T), ("\\boxed{--3}", "-3", F),
+    ("\\boxed{3.0}", "3", T), ("\\boxed{\u0663}", "3", T), ("Answer: 21.", "21", T), ("Answer: 3.25", "3", F),
+    ("The answer is 3abc", "3", F), ("Answer: 12x", "12", F), ("Answer: 1e5", "100000", T),
+]
+
+
+@pytest.mark.parametrize("prediction,reference,expected", ISSUE_40_PROSE + ISSUE_40_WHOLE)
+def test_issue_40_numbers_are_read_whole(prediction, reference, expected):
+    assert is_equivalent(prediction, reference) is expected
+    assert is_equivalent(reference, prediction) is expected
+
+
 def test_units_are_kept_aside_in_one_spelling():
     from llm_marl_envs.math.rules import normalize_with_unit, unit_key
 

@@ -123,6 +123,35 @@ def test_parse_verdict_is_strict():
         assert parse_verdict(text) is None, text
 
 
+ISSUE_40_SOLVER = [  # (solver's reply, correct; None: no boxed answer, invalid), the verifier approves
+    (r"\boxed{42}", True), (r"\boxed{42.0}", True), (r"So it is \boxed{42}.", True), (r"\boxed{4.2e1}", True),
+    (r"\boxed{42/1}", True), (r"\boxed{42,000}", False), (r"\boxed{42.5}", False), (r"\boxed{42abc}", False),
+    (r"\boxed{42x}", False), (r"\boxed{420}", False), ("Answer: the value is 42abc", None),
+]
+ISSUE_40_VERIFIER = [  # (verifier's reply, verdict; None: invalid), after the right answer
+    ("APPROVE", "approve"), ("approve.", "approve"), ("REJECT: 42.5 is wrong", "reject"),
+    ("APPROVED", None), ("APPROVE!", None), ("APPROVE 1", None), ("APPROVE..", None), ("REJECTED: x", None),
+    ("\uff21\uff30\uff30\uff32\uff2f\uff36\uff25", None),  # fullwidth letters
+]
+
+
+@pytest.mark.parametrize("solver, correct, verifier, verdict",
+                         [(s, c, "APPROVE", "approve") for s, c in ISSUE_40_SOLVER]
+                         + [(RIGHT, True, v, d) for v, d in ISSUE_40_VERIFIER])
+def test_issue_40_answers_and_verdicts_are_read_whole(solver, correct, verifier, verdict):
+    """Already exact before issue 40: the boxed answer is read whole and compared by value (42.0 = 42), and the
+    verdict line must be all of APPROVE or REJECT: <feedback>."""
+    env = make()
+    env.step(solver)
+    info = env.infos["solver"]
+    assert info["correct"] is bool(correct) and info["action_valid"] is (correct is not None)
+    if correct is None:
+        return
+    env.step(verifier)
+    info = env.infos["verifier"]
+    assert info["verdict"] == verdict and info["action_valid"] is (verdict is not None)
+
+
 def test_snapshot_restore_mid_loop_is_exact():
     env = make()
     play(env, [WRONG, "REJECT: recompute"])

@@ -166,6 +166,35 @@ def test_parse_grid_formats(text: str) -> None:
     assert sudoku.parse_grid(text, 4) == SOL4
 
 
+def _rows(first: str) -> str:
+    """SOL4 as row lines, its first row written as ``first``."""
+    return "\n".join([first, "2 4 1 3", "1 3 4 2", "4 2 3 1"])
+
+
+ROW16 = " ".join(str(v) for v in range(1, 17))
+
+
+@pytest.mark.parametrize("text, size, read", [
+    # every ASCII digit is one cell (sizes <= 9), wherever the spaces are: as the rendering's "31 | 24"
+    (_rows("31 24"), 4, SOL4), (_rows("31|24"), 4, SOL4), (_rows("3-1-2-4"), 4, SOL4),
+    ("- 3 1 2 4\n- 2 4 1 3\n- 1 3 4 2\n- 4 2 3 1", 4, SOL4), ("Answer: 3124/2413/1342/4231", 4, SOL4),
+    pytest.param((ROW16 + "\n") * 16, 16, (tuple(range(1, 17)),) * 16, id="16x16"),
+    # a cell is never read out of a longer number: a leading zero, a sign, a decimal, more digits than cells
+    (_rows("03 1 2 4"), 4, None), ("[[03, 1, 2, 4], [2, 4, 1, 3], [1, 3, 4, 2], [4, 2, 3, 1]]", 4, None),
+    (_rows("3 1 2 00"), 4, None), pytest.param((ROW16.replace("16", "016") + "\n") * 16, 16, None, id="16x16-016"),
+    (_rows("-3 1 2 4"), 4, None), (_rows("+3 1 2 4"), 4, None), (_rows("3 1 2 -4"), 4, None),
+    ("[[-3, 1, 2, 4], [2, 4, 1, 3], [1, 3, 4, 2], [4, 2, 3, 1]]", 4, None),
+    ("Answer: -3124241313424231", 4, None),
+    (_rows("3.0 1 2 4"), 4, None), (_rows("3 1 2 4."), 4, None), (_rows("12 3 1 2"), 4, None),
+    (_rows("3 1 2 4 1"), 4, None), (_rows("3e0 1 2 4"), 4, None), (_rows("3x 1 2 4"), 4, None),
+    # ASCII digits only: other digits and numerals are no cells (and no separators)
+    (_rows("\u0663 1 2 4"), 4, None), (_rows("\uff13124"), 4, None), (_rows("3\u00b2 1 2 4"), 4, None),
+    (_rows("3\u00bd 1 2 4"), 4, None), ("Answer: 3124241313424231\u0663", 4, None),
+])
+def test_parse_grid_reads_cells_only_as_whole_digits(text: str, size: int, read) -> None:
+    assert sudoku.parse_grid(text, size) == read
+
+
 def test_parse_grid_blanks_last_block_and_failures() -> None:
     assert sudoku.parse_grid("3 . . .\n. 4 1 .\n. 3 _ 2\n0 . . 1", 4) == PUZ4
     two_blocks = sudoku.render_text(PUZ4) + "\n\nNow filled:\n" + sudoku.render_text(SOL4)

@@ -5,7 +5,11 @@ groups and the faithful baselines (DrMAS per-agent GRPO, GRPO with one shared po
 
     python3 benchmarks/ablation.py [--variants at_grpo_l3 ...] [--seeds 0 1 ... 7] [--tokens 150000]
         [--regime embedded|paper_planpath|paper_sudoku] [--points 4] [--eval-episodes 64] [--concurrent 1]
-        [--out benchmarks/ablation] [--set key=value ...]
+        [--out benchmarks/ablation] [--set key=value ...] [--config RUN_CONFIG.yaml]
+
+``--config`` starts every trial from a run config of ``llm-marl train`` instead of the embedded default (the
+variants then change only what they name: with ``configs/smollm2_cpu.yaml``, ``at_grpo_l3`` is that config as it
+is, L2 included, and ``at_grpo_flipped_l3`` its control), so a recipe and its ablation share one file.
 
 The variants (``VARIANTS``; a plain run: ``SWEEP``, the factorial {tree, parallel} x {node, agent groups} x
 {L3, L1} and the two baselines; docs/training_core.md "Baselines by name") each change only what they are about
@@ -77,6 +81,8 @@ VARIANTS: dict[str, dict[str, Any]] = {
     # each step's own reward grouped per (task, agent), turns and envs pooled (this project's earlier
     # "per-agent GRPO"; not DrMAS's estimator, kept to compare with earlier results; not in the default sweep)
     "grpo_parallel_l3": {**_PAR, "training.estimator": "grpo_per_agent", "training.group_by": ["task_id", "agent"]},
+    # the control: AT-GRPO with every advantage's sign flipped, a run that must not learn (not in the default sweep)
+    "at_grpo_flipped_l3": {"training.flip_advantages": True},
 }
 #: regime -> its overrides of the embedded default, applied before the variant's: ``embedded`` (PlanPath 3x3, 2 turns,
 #: K=8, 4 envs per iteration) and the paper's regime scaled to the tiny model on CPU (AT-GRPO's plan-path: 10x10,
@@ -93,7 +99,7 @@ REGIMES: dict[str, dict[str, Any]] = {
                      "warm_start.episodes": 256, "warm_start.epochs": 10},
 }
 #: the variants a plain ``python3 benchmarks/ablation.py`` runs: the factorial and the two faithful baselines
-SWEEP = [v for v in VARIANTS if v not in ("grpo_parallel_l3", "at_grpo_l1_tool_lr")]
+SWEEP = [v for v in VARIANTS if v not in ("grpo_parallel_l3", "at_grpo_l1_tool_lr", "at_grpo_flipped_l3")]
 DESCRIPTIONS = {
     "at_grpo_l3": "AT-GRPO: tree, node groups, L3 (the default)",
     "at_grpo_parallel_l3": "parallel, node groups, L3 (the paper's parallel baseline)",
@@ -107,6 +113,7 @@ DESCRIPTIONS = {
     "grpo_shared_l1": "GRPO, one shared policy (episode return per (task, env), parallel), L1",
     "grpo_parallel_l3": "step rewards grouped per (task, agent), parallel, L3 (not DrMAS)",
     "at_grpo_l1_tool_lr": "tree, node groups, L1 at the L3 tool's lr (1e-4)",
+    "at_grpo_flipped_l3": "control: AT-GRPO with the advantages' sign flipped",
 }
 
 
@@ -209,13 +216,15 @@ def _trial(config: dict) -> None:
 
 def param_space(variants: Sequence[str], seeds: Sequence[int], iterations: int, sets: Sequence[str] = (),
                 tokens: int = 150_000, points: int = 4, eval_episodes: Optional[int] = 64,
-                regime: str = "embedded") -> dict[str, Any]:
-    """Tune's param space: a grid over (variant, seed), each with its full run config and token checkpoints."""
+                regime: str = "embedded", base: Optional[Mapping[str, Any]] = None) -> dict[str, Any]:
+    """Tune's param space: a grid over (variant, seed), each with its full run config and token checkpoints
+    (``base``: the run config the trials start from; default the embedded one)."""
     from ray import tune
 
     marks = checkpoints(tokens, points)
     configs = [{"variant": v, "seed": s, "checkpoints": marks,
-                "run_config": variant_config(v, s, iterations, sets, eval_episodes=eval_episodes, regime=regime)}
+                "run_config": variant_config(v, s, iterations, sets, base=base, eval_episodes=eval_episodes,
+                                             regime=regime)}
                for s in seeds for v in variants]  # seed-major: a sweep cut short has every variant on its first seeds
     return {"trial": tune.grid_search(configs)}
 
@@ -333,6 +342,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("--regime", default="embedded", choices=list(REGIMES), help="the task regime (REGIMES)")
     ap.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                     help="override a run-config key of every trial")
+    ap.add_argument("--config", default=None, help="a run config (YAML) every trial starts from, instead of the "
+                    "embedded default")
     ap.add_argument("--out", default="benchmarks/ablation")
     ap.add_argument("--num-cpus", type=int, default=None)
     ap.add_argument("--concurrent", type=int, default=1, help="trials at once (default 1: fair timings)")
@@ -348,8 +359,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     import ray
     from ray import tune
 
+    from rllib_integration.settings import load_config
+
+    base = load_config(args.config, check_paths=False) if args.config else None
     space = param_space(args.variants, args.seeds, args.iterations, args.sets, tokens=args.tokens,
-                        points=args.points, eval_episodes=args.eval_episodes, regime=args.regime)
+                        points=args.points, eval_episodes=args.eval_episodes, regime=args.regime, base=base)
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     ray.init(num_cpus=args.num_cpus, include_dashboard=False, log_to_driver=False,

@@ -88,10 +88,11 @@ case "$1" in
     common=(--config configs/smollm2_cpu.yaml --variants at_grpo_l3 at_grpo_flipped_l3 --seeds 0 1 2 3
             --tokens 45000 --points 3 --iterations 40 --eval-episodes 64 --num-cpus 24 --concurrent 8
             --set rollout.num_gpus_per_rollout_worker=0.03 --set resources.num_gpus_per_learner=0.03)
-    timeout 500 python benchmarks/ablation.py "${common[@]}" --out "$OUT/sums20" > "$OUT/sums20.log" 2>&1 &
+    python -c "from rllib_integration.core.models import smollm2_path; print(smollm2_path())"  # convert once, not per trial
+    timeout 480 python benchmarks/ablation.py "${common[@]}" --out "$OUT/sums20" > "$OUT/sums20.log" 2>&1 &
     p1=$!
     sleep 20  # two Ray instances: the second starts after the first has its ports
-    timeout 480 python benchmarks/ablation.py "${common[@]}" --out "$OUT/sums99" \
+    timeout 460 python benchmarks/ablation.py "${common[@]}" --out "$OUT/sums99" \
       --set 'env.config={expression: "a + b", min_operand: 10, max_operand: 99, max_turns: 1}' > "$OUT/sums99.log" 2>&1 &
     p2=$!
     wait $p1 $p2

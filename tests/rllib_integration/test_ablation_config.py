@@ -63,7 +63,7 @@ def test_variants_change_only_their_subject_with_the_same_budget(ablation):
     lowlr = cfgs["at_grpo_l1_tool_lr"]  # the tree/node-groups L1 cell, at the L3 tool's lr: only the lr differs
     assert lowlr["training"] == {**l1["training"], "lr": at["policies"]["tool"]["lr"]}
     assert {k: v for k, v in lowlr.items() if k != "training"} == {k: v for k, v in l1.items() if k != "training"}
-    assert set(ablation.SWEEP) == set(ablation.VARIANTS) - {"grpo_parallel_l3", "at_grpo_l1_tool_lr"}
+    assert set(ablation.SWEEP) == set(ablation.VARIANTS) - {"grpo_parallel_l3", "at_grpo_l1_tool_lr", "at_grpo_flipped_l3"}
 
 
 def test_param_space_is_a_grid_over_variants_and_seeds_and_builds_atgrpo_configs(ablation):
@@ -140,3 +140,44 @@ def test_summary_pairs_gains_by_seed_and_reports_roles(ablation, tmp_path):
     ablation.write_outputs(rs, tmp_path, header="test")
     assert (tmp_path / "ablation.png").stat().st_size > 0
     assert len((tmp_path / "rows.jsonl").read_text().splitlines()) == 8
+
+
+def test_a_config_file_is_the_base_and_the_control_flips_only_the_sign(ablation):
+    """--config (issue 40): every trial starts from the recipe's run config; the control changes only the sign."""
+    from rllib_integration.settings import load_config
+
+    base = load_config(str(REPO / "configs" / "smollm2_cpu.yaml"), check_paths=False)
+    at = ablation.variant_config("at_grpo_l3", seed=2, iterations=7, base=base)
+    flipped = ablation.variant_config("at_grpo_flipped_l3", seed=2, iterations=7, base=base)
+    assert at["env"] == base["env"] and at["specialization"] == "L2" and at["model"] == base["model"]
+    assert at["training"]["seed"] == 2 and at["warm_start"] == base["warm_start"]
+    assert flipped["training"]["flip_advantages"] is True and at["training"]["flip_advantages"] is False
+    flipped["training"]["flip_advantages"] = False
+    assert flipped == at
+    assert "at_grpo_flipped_l3" not in ablation.SWEEP
+
+
+def test_recipe_table_splits_the_gain_into_format_and_skill(tmp_path):
+    """benchmarks/recipe_table.py: success among the deciding role's valid replies is success / valid ratio."""
+    import json
+    import subprocess
+    import sys
+
+    rows = []
+    for seed, (ws, end, vws) in enumerate([(0.5, 0.8, 0.5), (0.4, 0.6, 0.8)]):
+        rows.append({"variant": "at_grpo_l3", "seed": seed, "point": 0, "tokens": 0, "iterations": 0,
+                     "eval_success": ws, "eval_valid_checker": vws})
+        rows.append({"variant": "at_grpo_l3", "seed": seed, "point": 1, "tokens": 1000, "iterations": 3,
+                     "eval_success": end, "eval_valid_checker": 1.0})
+    rows.append({"variant": "at_grpo_flipped_l3", "seed": 0, "point": 0, "tokens": 0, "iterations": 0,
+                 "eval_success": 0.5, "eval_valid_checker": 0.5})  # died at its start: left out
+    path = tmp_path / "rows.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = subprocess.run([sys.executable, str(REPO / "benchmarks" / "recipe_table.py"), str(path)],
+                         capture_output=True, text=True, check=True).stdout
+    line = next(x for x in out.splitlines() if x.startswith("| at_grpo_l3"))
+    cells = [c.strip() for c in line.strip("|").split("|")]
+    # gains +0.3, +0.2; valid 0.5 -> 1, 0.8 -> 1; among valid 1.0 -> 0.8 and 0.5 -> 0.6: skill -0.2, +0.1
+    assert cells[1] == "2 (0, 1)" and cells[4].startswith("+0.25 ±") and cells[5].startswith("0.65 ±")
+    assert cells[6].startswith("0.75 ±") and cells[6].endswith("-> 0.70 ± 1.27") and cells[7].startswith("-0.05 ±")
+    assert "at_grpo_flipped_l3" not in out

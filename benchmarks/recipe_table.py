@@ -37,7 +37,8 @@ def from_ablation(path: Path, role: str) -> dict[str, list[dict[str, float]]]:
             first, last = mine[0], mine[-1]
             out.setdefault(variant, []).append({
                 "seed": seed, "ws": first["eval_success"], "end": last["eval_success"],
-                "valid_ws": first.get(f"eval_valid_{role}", math.nan), "valid_end": last.get(f"eval_valid_{role}", math.nan),
+                "valid_ws": first.get(f"eval_valid_{role}", math.nan),
+                "valid_end": last.get(f"eval_valid_{role}", math.nan),
                 "iterations": last["iterations"], "tokens": last["tokens"]})
     return out
 
@@ -84,12 +85,14 @@ def table(data: dict[str, list[dict[str, Any]]], role: str) -> str:
     for variant, runs in data.items():
         skill_ws = [_among_valid(r["ws"], r["valid_ws"]) for r in runs]
         skill_end = [_among_valid(r["end"], r["valid_end"]) for r in runs]
+        skill_gain = [b - a for a, b in zip(skill_ws, skill_end, strict=True)]
+        iterations = sum(r["iterations"] for r in runs) / len(runs)
+        tokens = sum(r["tokens"] for r in runs) / len(runs) / 1000
         lines.append(
             f"| {variant} | {len(runs)} ({', '.join(str(r['seed']) for r in runs)}) | {_ci([r['ws'] for r in runs])} | "
             f"{_ci([r['end'] for r in runs])} | {_ci([r['end'] - r['ws'] for r in runs], signed=True)} | "
             f"{_ci([r['valid_ws'] for r in runs])} -> {_ci([r['valid_end'] for r in runs])} | "
-            f"{_ci(skill_ws)} -> {_ci(skill_end)} | {_ci([b - a for a, b in zip(skill_ws, skill_end)], signed=True)} | "
-            f"{sum(r['iterations'] for r in runs) / len(runs):.1f} | {sum(r['tokens'] for r in runs) / len(runs) / 1000:.0f} |")
+            f"{_ci(skill_ws)} -> {_ci(skill_end)} | {_ci(skill_gain, signed=True)} | {iterations:.1f} | {tokens:.0f} |")
     return "\n".join(lines)
 
 

@@ -63,7 +63,8 @@ def test_variants_change_only_their_subject_with_the_same_budget(ablation):
     lowlr = cfgs["at_grpo_l1_tool_lr"]  # the tree/node-groups L1 cell, at the L3 tool's lr: only the lr differs
     assert lowlr["training"] == {**l1["training"], "lr": at["policies"]["tool"]["lr"]}
     assert {k: v for k, v in lowlr.items() if k != "training"} == {k: v for k, v in l1.items() if k != "training"}
-    assert set(ablation.SWEEP) == set(ablation.VARIANTS) - {"grpo_parallel_l3", "at_grpo_l1_tool_lr", "at_grpo_flipped_l3"}
+    assert set(ablation.SWEEP) == set(ablation.VARIANTS) - {"grpo_parallel_l3", "at_grpo_l1_tool_lr",
+                                                            "at_grpo_flipped_l3"}
 
 
 def test_param_space_is_a_grid_over_variants_and_seeds_and_builds_atgrpo_configs(ablation):

@@ -31,6 +31,10 @@ register_task("llm_marl/PlanPath-v0", "llm_marl_envs.grid.planpath:PlanPathEnv")
 register_task("llm_marl/Code-v0", "llm_marl_envs.code:CodeEnv")
 register_task("llm_marl/Math-v0", "llm_marl_envs.math.env:MathEnv")
 register_task("llm_marl/MathVerify-v0", "llm_marl_envs.math.verify:MathVerifyEnv")
+# The examples of docs/adding_a_task.md and docs/environments.md: known by id too (their modules register them
+# again with the class when imported, which changes nothing).
+register_task("llm_marl/Arithmetic-v0", "llm_marl_envs.examples.arithmetic:ArithmeticEnv")
+register_task("llm_marl/Router-v0", "llm_marl_envs.examples.router:RouterEnv")
 
 __all__ = ["AnyText", "EnvSnapshot", "LLMTeamEnv", "NAMESPACE", "PettingZooFunctions", "StepOutcome",
            "TranscriptEntry", "extract_code_block", "full_id", "make", "make_parallel", "pettingzoo_functions",

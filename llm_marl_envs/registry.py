@@ -152,12 +152,21 @@ def register_task(task_id: str, entry_point: Callable[..., Any] | str, **default
     if not (callable(entry_point) or isinstance(entry_point, str)):
         raise TypeError(f"entry_point must be a callable or a 'module:attr' string, got {entry_point!r}")
     fid = full_id(task_id)
-    if fid in _TASKS and _TASKS[fid] == (entry_point, default_kwargs):
-        return fid  # re-import of the module that registers it: nothing to do
+    if fid in _TASKS and _TASKS[fid][1] == default_kwargs and _same_entry_point(_TASKS[fid][0], entry_point):
+        return fid  # re-import of the module that registers it, or its lazy "module:attr" made real: nothing to do
     pettingzoo.register("aec", fid, entry_point=entry_point, kwargs=dict(default_kwargs))
     pettingzoo.register("parallel", fid, entry_point=_ParallelCreator(entry_point), kwargs=dict(default_kwargs))
     _TASKS[fid] = (entry_point, default_kwargs)
     return fid
+
+
+def _same_entry_point(registered: Callable[..., Any] | str, new: Callable[..., Any] | str) -> bool:
+    """``new`` is ``registered``, or the object its ``"module:attr"`` string names (a task registered lazily by id,
+    whose module then registers it with the class itself)."""
+    if registered == new:
+        return True
+    return (isinstance(registered, str) and callable(new)
+            and registered == f"{getattr(new, '__module__', '')}:{getattr(new, '__qualname__', '')}")
 
 
 def registered_tasks() -> list[str]:

@@ -163,3 +163,29 @@ def test_expression_templates_and_the_expert():
             ArithmeticEnv(expression=bad)
     with pytest.raises(ValueError, match="min_operand"):
         ArithmeticEnv(min_operand=5, max_operand=3)
+
+
+def test_example_ids_are_known_without_importing_their_modules():
+    """``llm_marl/Arithmetic-v0`` and ``llm_marl/Router-v0`` are made by id after ``import llm_marl_envs`` alone,
+    which imports neither example module (each is imported on its first make); importing one afterwards
+    registers nothing new (no PettingZoo "Overriding environment" warning)."""
+    import subprocess
+    import sys
+
+    code = """
+import sys, warnings
+warnings.simplefilter("error")
+import pettingzoo
+import llm_marl_envs
+examples = ("llm_marl_envs.examples.arithmetic", "llm_marl_envs.examples.router")
+assert not set(examples) & set(sys.modules), "imported eagerly"
+assert {"llm_marl/Arithmetic-v0", "llm_marl/Router-v0"} <= set(llm_marl_envs.registered_tasks())
+router = pettingzoo.make("aec", "llm_marl/Router-v0")
+assert type(router).__module__ == examples[1] and examples[0] not in sys.modules
+from llm_marl_envs.examples.arithmetic import ArithmeticEnv   # registers Arithmetic-v0 again: no warning
+assert type(pettingzoo.make("parallel", "llm_marl/Arithmetic-v0").unwrapped) is ArithmeticEnv
+assert type(llm_marl_envs.make("Arithmetic-v0")) is ArithmeticEnv
+print("ok")
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]

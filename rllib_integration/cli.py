@@ -4,6 +4,7 @@
                    [--overwrite] [--address RAY_ADDRESS]
     llm-marl train --resume RUN_DIR [--iterations N] [--set run.key=value ...]
     llm-marl eval RUN_DIR|CHECKPOINT [--episodes N] [--temperature T] [--import MODULE ...]
+    llm-marl eval --config [CONFIG.yaml] [--set key=value ...] [--episodes N] [--temperature T] [--import MODULE ...]
     llm-marl export RUN_DIR|CHECKPOINT OUT_DIR [--merge-lora]
 
 ``train`` without a CONFIG runs the embedded default (a warm start of the tiny model, then AT-GRPO
@@ -23,7 +24,9 @@ and legend from the run's settings), ``checkpoint/`` and ``checkpoint_NNNN/`` (`
 each policy as a ``save_pretrained`` folder (:mod:`rllib_integration.export`). ``run.trackers`` also logs every
 result to MLflow / W&B through Tune's own callbacks (:mod:`.run_logs`). A run ends with one summary line: held-out
 success before -> after and where the files are. ``eval`` plays its episodes in this process, without Ray, unless
-the run's workers used GPUs or vLLM or a cluster is named.
+the run's workers used GPUs or vLLM or a cluster is named. ``eval --config`` evaluates the model(s) a run config names
+as they are, untrained (no warm start, no RL; no file: the embedded default), checked as ``train`` checks it, and
+prints the same JSON as ``eval`` of a run directory: a model's score before any training.
 
 A run never mixes its outputs with another's: ``train`` refuses an output directory that is not
 empty, before Ray starts, unless ``--overwrite`` is given; then, once the algorithm is built, it
@@ -50,13 +53,13 @@ import sys
 import time
 import types
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 from .resources import cluster_address, ray_address_file
 from .settings import ConfigError, UsageError, default_of, load_config
 
-__all__ = ["main", "train", "evaluate_checkpoint", "check_run_config", "check_output_dir", "check_ray_address",
-           "version", "resolve_modules", "RunStopped", "RUN_OUTPUTS", "LOCK_FILE"]
+__all__ = ["main", "train", "evaluate_checkpoint", "evaluate_config", "check_run_config", "check_output_dir",
+           "check_ray_address", "version", "resolve_modules", "RunStopped", "RUN_OUTPUTS", "LOCK_FILE"]
 
 #: What ``llm-marl train`` writes in its output directory (glob patterns): ``--overwrite`` removes these, and only
 #: these, before a new run writes there.
@@ -112,8 +115,13 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--progress-bars", action="store_true",
                    help="draw the rollout workers' progress bars on stderr even when it is not a terminal (by "
                         "default only on a terminal: redirected, every redraw is one more line of the log)")
-    e = sub.add_parser("eval", help="evaluate a checkpoint on the eval split")
-    e.add_argument("checkpoint", help="a run directory of llm-marl train, or a checkpoint directory in it")
+    e = sub.add_parser("eval", help="evaluate a checkpoint on the eval split, or a config's model(s) untrained")
+    e.add_argument("checkpoint", nargs="?", help="a run directory of llm-marl train, or a checkpoint directory in it")
+    e.add_argument("--config", nargs="?", const="", metavar="CONFIG.yaml",
+                   help="instead of a checkpoint: evaluate the model(s) of this run config as they are, without "
+                        "training (no warm start either); --config alone: the embedded default of llm-marl train")
+    e.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                   help="with --config: override a config key, e.g. --set model.path=smollm2 (repeatable)")
     e.add_argument("--episodes", type=int, default=None, help="eval episodes (default: the run's setting)")
     e.add_argument("--temperature", type=float, default=None, help="sampling temperature (0 = greedy)")
     e.add_argument("--num-cpus", type=int, default=None)
@@ -622,11 +630,41 @@ def evaluate_checkpoint(checkpoint: str, *, episodes: Optional[int] = None, temp
     imports = resolve_modules(imports)
     ckpt = read_checkpoint(path)  # verified before Ray starts: a damaged one is refused at once
     config = algorithm_config(ckpt, imports, config_cls=ATGRPOConfig)
+    from .algorithm import ATGRPO
+
+    return _evaluate(config, lambda c: ATGRPO.from_checkpoint(path, config=c), episodes=episodes,
+                     temperature=temperature, num_cpus=num_cpus)
+
+
+def evaluate_config(config_path: Optional[str] = None, sets: Sequence[str] = (), *, episodes: Optional[int] = None,
+                    temperature: Optional[float] = None, num_cpus: Optional[int] = None, imports: Sequence[str] = ()
+                    ) -> dict:
+    """Evaluate the model(s) a run config names as they are, untrained, on the eval split: ``llm-marl eval --config``.
+    The config (``None``: the embedded default) and ``sets`` are checked as ``train`` checks them, before Ray;
+    ``episodes`` and ``temperature`` are ``evaluation.num_episodes`` / ``evaluation.temperature``. Its warm start is
+    not run (said on stderr); nothing is written."""
+    extra = [*([f"evaluation.num_episodes={episodes}"] if episodes is not None else []),
+             *([f"evaluation.temperature={temperature}"] if temperature is not None else [])]
+    cfg = load_config(config_path, [*sets, *extra])
+    cfg["env"]["modules"] = resolve_modules([*cfg["env"]["modules"], *imports])
+    check_run_config(cfg, num_cpus=num_cpus)
+    check_ray_address()
+    if cfg["warm_start"]["episodes"]:
+        print(f"llm-marl: evaluating the model(s) untrained: the config's warm start ({cfg['warm_start']['episodes']} "
+              "demonstration episodes) is not run", file=sys.stderr, flush=True)
+    cfg["warm_start"]["episodes"] = 0
+    from .algorithm import ATGRPOConfig
+
+    return _evaluate(ATGRPOConfig.from_run_config(cfg), lambda c: c.build_algo(), num_cpus=num_cpus)
+
+
+def _evaluate(config: Any, build: Callable[[Any], Any], *, episodes: Optional[int] = None,
+              temperature: Optional[float] = None, num_cpus: Optional[int] = None) -> dict:
+    """``build(config).evaluate()``: in this process where :func:`evaluates_in_process`, else on Ray."""
     import torch
 
     torch.set_num_threads(1)
     from ._rllib import unfrozen
-    from .algorithm import ATGRPO
 
     in_process = evaluates_in_process(config)
     if in_process:  # the same greedy episodes, without Ray's start and an actor's
@@ -634,7 +672,7 @@ def evaluate_checkpoint(checkpoint: str, *, episodes: Optional[int] = None, temp
         config.num_learners = 0
     started = False if in_process else _start_ray(config.env_modules, num_cpus)
     try:
-        algo = ATGRPO.from_checkpoint(path, config=config)
+        algo = build(config)
     except BaseException:
         if started:
             import ray
@@ -686,6 +724,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             return 0
         if args.command == "train":
             sets = list(args.sets)
+            if args.iterations == 0:
+                raise UsageError("--iterations 0 trains nothing; to evaluate the config's model(s) untrained: "
+                                 "llm-marl eval --config [CONFIG.yaml] [--set key=value ...]")
             if args.iterations is not None:
                 sets.append(f"run.iterations={args.iterations}")
             if args.output_dir is not None:
@@ -703,8 +744,20 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             print(json.dumps({pid: str(p) for pid, p in paths.items()}, indent=1))
             return 0
         if args.command == "eval":
-            res = evaluate_checkpoint(args.checkpoint, episodes=args.episodes, temperature=args.temperature,
-                                      num_cpus=args.num_cpus, imports=args.imports)
+            if args.config is not None:
+                if args.checkpoint is not None:
+                    raise UsageError(f"give a run directory or checkpoint ({args.checkpoint!r}) or --config, not both")
+                res = evaluate_config(args.config or None, args.sets, episodes=args.episodes,
+                                      temperature=args.temperature, num_cpus=args.num_cpus, imports=args.imports)
+            elif args.checkpoint is None:
+                raise UsageError("eval needs a run directory of llm-marl train (or a checkpoint in it); to evaluate "
+                                 "a config's model(s) untrained: llm-marl eval --config [CONFIG.yaml]")
+            elif args.sets:
+                raise UsageError("--set changes a config (eval --config CONFIG.yaml); a checkpoint is evaluated with "
+                                 "its run's settings (--episodes, --temperature)")
+            else:
+                res = evaluate_checkpoint(args.checkpoint, episodes=args.episodes, temperature=args.temperature,
+                                          num_cpus=args.num_cpus, imports=args.imports)
             from .core.metrics import flatten
 
             print(json.dumps(flatten(res), indent=1, sort_keys=True))

@@ -7,6 +7,8 @@ Each entry is (logger or warning category, a piece of the message, why it is noi
 - Ray: "Token authentication is enabled for this Ray cluster": the local instance we start;
 - Tune: "Install gputil for GPU system monitoring": an optional Tune dependency;
 - RLlib: the ``RLModule(config=...)`` deprecation: ours, addressed in the RLModule, not by the user;
+- Tune: "Trainable.setup took N seconds ... consider setting reuse_actors=True": an option of Tune's trial
+  actors, printed whenever loading the models (SmolLM2) or a warm start takes over 10 s;
 - transformers' "Loading weights" bars (one per model per worker; huge lines when redirected);
 - vLLM's INFO lines (engine configuration, model loading, KV cache sizes, CUDA graphs: dozens per engine start, in
   every process with an engine): its own documented knob, ``VLLM_LOGGING_LEVEL=WARNING`` (:data:`VLLM_ENV`), which
@@ -36,6 +38,8 @@ NOISE: tuple[tuple[str, str, str], ...] = (
      "the local Ray instance llm-marl starts"),
     ("ray.tune.utils.util", "Install gputil", "an optional Tune dependency for GPU monitoring"),
     ("ray._common.deprecation", "RLModule(config=", "the project's RLModule, not the user's code"),
+    ("ray.tune.trainable.trainable", "Trainable.setup took",
+     "Tune's hint to reuse its actors; llm-marl's set-up time is its models' loading (and the warm start)"),
 )
 
 #: vLLM's environment variables set when quiet (unless the user set them): its loggers (``vllm.*``) print from WARNING

@@ -455,18 +455,18 @@ def test_killed_rollout_worker_is_restarted_and_batch_redone(ray_session, tiny_p
 
 
 # ------------------------------------------------------------------ CLI end to end
-def test_cli_train_writes_outputs_and_eval_restores(ray_session, tmp_path):
+def test_cli_train_writes_outputs_and_eval_restores(ray_session, tmp_path, capsys):
     import json
 
     from rllib_integration.cli import main
 
     out = tmp_path / "run"
-    rc = main(["train", "--iterations", "2", "--output-dir", str(out), "--quiet",
-               "--set", "rollout.num_rollout_actors=0", "--set", "rollout.envs_per_iteration=2",
-               "--set", "sampling.k=2", "--set", "evaluation.interval=2", "--set", "evaluation.num_episodes=2",
-               "--set", "env.config={size: 2, obstacle_density: 0.0, max_turns: 1, prompt_style: compact}",
-               "--set", "warm_start={episodes: 2, epochs: 1, heldout_episodes: 1}",
-               "--set", "sampling.max_new_tokens=2"])
+    sets = ["--set", "rollout.num_rollout_actors=0", "--set", "rollout.envs_per_iteration=2",
+            "--set", "sampling.k=2", "--set", "evaluation.interval=2", "--set", "evaluation.num_episodes=2",
+            "--set", "env.config={size: 2, obstacle_density: 0.0, max_turns: 1, prompt_style: compact}",
+            "--set", "warm_start={episodes: 2, epochs: 1, heldout_episodes: 1}",
+            "--set", "sampling.max_new_tokens=2"]
+    rc = main(["train", "--iterations", "2", "--output-dir", str(out), "--quiet", *sets])
     assert rc == 0
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     # -1: eval before the warm start, 0: after it (before RL)
@@ -481,6 +481,13 @@ def test_cli_train_writes_outputs_and_eval_restores(ray_session, tmp_path):
     rc = main(["eval", str(out / "checkpoint"), "--episodes", "3"])
     assert rc == 0
     assert main(["eval", str(tmp_path)]) == 2  # not a checkpoint: a clear error, no traceback
+    # the same config's model(s) untrained: the run's eval before its warm start (iteration -1), value for value
+    capsys.readouterr()
+    assert main(["eval", "--config", *sets]) == 0
+    untrained = json.loads(capsys.readouterr().out)
+    before = {k.removeprefix("evaluation/"): v for k, v in rows[0].items() if k.startswith("evaluation/")}
+    differ = [k for k in before if k != "time_s" and before[k] != untrained[k] and before[k] == before[k]]
+    assert before and untrained["episodes"] == 2 and not differ, (differ, before, untrained)
 
 
 # ------------------------------------------------------------------ no signal, no optimizer step

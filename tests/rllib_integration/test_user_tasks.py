@@ -143,6 +143,55 @@ def test_bad_cli_input_fails_fast_without_ray(case, capsys, tmp_path, monkeypatc
     assert not (tmp_path / "out").exists()
 
 
+EVAL_CASES = [  # llm-marl eval: a config's model(s) untrained (--config) or a run's checkpoint, never both
+    (["eval", "--config", "--set", "training.lrr=1"], "unknown config key training.lrr (did you mean training.lr?)"),
+    (["eval", "--config", "--set", "env.id=llm_marl/Sudok-v0"], "env.id: unknown env id 'llm_marl/Sudok-v0'"),
+    (["eval", "--config", "--episodes", "0"], "evaluation.num_episodes: must be >= 1, got 0"),
+    (["eval", "--config", "--set", "model.path=/nope"], "model.path: no model checkpoint at '/nope'"),
+    (["eval", "--config", "/nope.yaml"], "/nope.yaml"),
+    (["eval", "runs/x", "--config"], "give a run directory or checkpoint ('runs/x') or --config, not both"),
+    (["eval"], "to evaluate a config's model(s) untrained: llm-marl eval --config [CONFIG.yaml]"),
+    (["eval", "runs/x", "--set", "training.lr=1"], "--set changes a config (eval --config CONFIG.yaml)"),
+    (["train", "--iterations", "0"], "--iterations 0 trains nothing; to evaluate the config's model(s) untrained: "
+                                     "llm-marl eval --config"),
+]
+
+
+@pytest.mark.parametrize("case", range(len(EVAL_CASES)))
+def test_bad_eval_input_fails_fast_without_ray(case, capsys, tmp_path, monkeypatch, heavy_steps):
+    from rllib_integration.cli import main
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.chdir(tmp_path)
+    args, message = EVAL_CASES[case]
+    rc = main(args)
+    err = capsys.readouterr().err
+    assert rc == 2 and message in err and len(err.strip().splitlines()) == 1, err
+    assert heavy_steps == []
+    assert not _ray_is_up()
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.slow
+def test_eval_config_evaluates_the_untrained_default_in_process(capsys, tmp_path, monkeypatch):
+    """``llm-marl eval --config``: the embedded default's models as they are (its warm start not run), in this
+    process without Ray, printing eval's JSON and writing nothing."""
+    from rllib_integration.cli import main
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.chdir(tmp_path)
+    rc = main(["eval", "--config", "--episodes", "1", "--set", "sampling.max_new_tokens=2",
+               "--set", "env.config={size: 2, obstacle_density: 0.0, max_turns: 1, prompt_style: compact}"])
+    out = capsys.readouterr()
+    assert rc == 0, out.err
+    result = json.loads(out.out)
+    assert result["episodes"] == 1 and result["success_rate"] in (0.0, 1.0)
+    assert {"agents/tool/valid_ratio", "agents/executor/valid_ratio", "tasks/planpath/episodes"} <= set(result)
+    assert "the config's warm start (16 demonstration episodes) is not run" in out.err
+    assert not _ray_is_up()
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_num_cpus_with_ray_address_is_a_clear_error(capsys, monkeypatch, tmp_path):
     from rllib_integration.cli import main
 

@@ -7,6 +7,8 @@ Each entry is (logger or warning category, a piece of the message, why it is noi
 - Ray: "Token authentication is enabled for this Ray cluster": the local instance we start;
 - Tune: "Install gputil for GPU system monitoring": an optional Tune dependency;
 - RLlib: the ``RLModule(config=...)`` deprecation: ours, addressed in the RLModule, not by the user;
+- transformers' FutureWarning "`is_gradient_checkpointing` is deprecated", raised when peft wraps a model in
+  its adapters (every L2 policy): peft's use of a transformers alias, nothing the user wrote or can change;
 - Tune: "Trainable.setup took N seconds ... consider setting reuse_actors=True": an option of Tune's trial
   actors, printed whenever loading the models (SmolLM2) or a warm start takes over 10 s;
 - transformers' "Loading weights" bars (one per model per worker; huge lines when redirected);
@@ -29,7 +31,7 @@ import os
 import sys
 import warnings
 
-__all__ = ["NOISE", "VLLM_ENV", "install", "verbose"]
+__all__ = ["NOISE", "VLLM_ENV", "WARNINGS", "install", "verbose"]
 
 #: (logger name, message fragment, why it is dropped)
 NOISE: tuple[tuple[str, str, str], ...] = (
@@ -40,6 +42,12 @@ NOISE: tuple[tuple[str, str, str], ...] = (
     ("ray._common.deprecation", "RLModule(config=", "the project's RLModule, not the user's code"),
     ("ray.tune.trainable.trainable", "Trainable.setup took",
      "Tune's hint to reuse its actors; llm-marl's set-up time is its models' loading (and the warm start)"),
+)
+
+#: (warning category, message regex, why it is dropped): warnings libraries raise about their own calls
+WARNINGS: tuple[tuple[type[Warning], str, str], ...] = (
+    (Warning, r".*RLModule\(config=", "the project's RLModule, not the user's code"),
+    (FutureWarning, r"`is_gradient_checkpointing` is deprecated", "peft's PeftModel reads transformers' old alias"),
 )
 
 #: vLLM's environment variables set when quiet (unless the user set them): its loggers (``vllm.*``) print from WARNING
@@ -82,7 +90,8 @@ def install(*, for_workers: bool = False) -> bool:
         return True
     for name, fragment, _why in NOISE:
         logging.getLogger(name).addFilter(_Drop(fragment))
-    warnings.filterwarnings("ignore", message=r".*RLModule\(config=")
+    for category, message, _why in WARNINGS:
+        warnings.filterwarnings("ignore", message=message, category=category)
     try:
         from transformers.utils import logging as hf_logging
 

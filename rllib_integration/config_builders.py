@@ -339,9 +339,9 @@ class ConfigBuilders:
                 `learner/<policy>/tis_weight_mean`, `tis_truncated_frac`. null: off (YAML ``training.tis_cap``;
                 default ``None``).
             micro_batch_tokens: learner: padded tokens per micro-batch; an optimizer minibatch is split into
-                micro-batches whose gradients are accumulated (same update, memory bounded by this budget); null
-                or 0: the whole minibatch in one forward (YAML ``training.micro_batch_tokens``; default
-                ``None``).
+                micro-batches whose gradients are accumulated (same update, memory bounded by this budget); the
+                warm start's batches too; null or 0: the whole minibatch in one forward (YAML
+                ``training.micro_batch_tokens``; default ``None``).
             logprob_chunk_tokens: learner: completion positions per chunk of the LM head + log-softmax (never a
                 float32 batch x length x vocabulary tensor) (YAML ``training.logprob_chunk_tokens``; default
                 ``1024``).

@@ -56,7 +56,7 @@ def run_warm_start(cfg: Any, *, env_entry: Any, env_config: dict[str, Any], lear
         warm_start_learner,
         demos=demos, heldout=heldout, mapping=dict(mapping), model_paths=model_paths, epochs=int(ws["epochs"]),
         lr=float(ws["lr"]), batch_size=int(ws["batch_size"]), seed=int(ws["seed"]), chat=bool(cfg.chat),
-        system_prompt=cfg.system_prompt)
+        system_prompt=cfg.system_prompt, micro_batch_tokens=getattr(cfg, "micro_batch_tokens", None))
     res = next(iter(results)).get()
     sync_weights()
     if cfg.evaluation_interval:
@@ -70,7 +70,7 @@ def run_warm_start(cfg: Any, *, env_entry: Any, env_config: dict[str, Any], lear
 
 def warm_start_learner(learner: Any, *, demos: list, heldout: list, mapping: dict[str, str],
                        model_paths: dict[str, str], epochs: int, lr: float, batch_size: int, seed: int, chat: bool,
-                       system_prompt: Optional[str]) -> dict[str, Any]:
+                       system_prompt: Optional[str], micro_batch_tokens: Optional[int] = None) -> dict[str, Any]:
     """Run :func:`core.warm_start.warm_start` on a learner's own modules (in place, before any RL
     update): each policy's ``lm`` (a PeftModel with only its adapter trainable at L2) with its
     tokenizer. A KL reference copy (L1/L3) is reset to the warm-started weights."""
@@ -88,7 +88,8 @@ def warm_start_learner(learner: Any, *, demos: list, heldout: list, mapping: dic
     device = str(next(models[pids[0]][0].parameters()).device)
     torch.manual_seed(seed)
     res = warm_start(HFBackend(models, device=device), demos, mapping, epochs=epochs, lr=lr, batch_size=batch_size,
-                     chat=chat, system_prompt=system_prompt, heldout=heldout or None, seed=seed, progress="lines")
+                     chat=chat, system_prompt=system_prompt, heldout=heldout or None, seed=seed, progress="lines",
+                     micro_batch_tokens=micro_batch_tokens)
     for pid in pids:
         module = learner.module[pid]
         module.lm.train()

@@ -41,6 +41,7 @@ import torch
 from .backends.base import SamplingParams
 from .logprobs import completion_logprobs
 from .loss import aggregate, collate_samples
+from .microbatch import iter_micro_batches
 from .rollout import RolloutSampler
 
 __all__ = ["Demonstration", "EncodedDemonstration", "WarmStartResult", "collect_demonstrations",
@@ -186,21 +187,40 @@ def _batches(items: list[EncodedDemonstration], batch_size: int, generator: Opti
     return batches
 
 
-def _batch_loss(backend: Any, pid: str, batch: list[EncodedDemonstration]) -> tuple[torch.Tensor, int]:
-    """Mean negative log-likelihood of the completion tokens of ``batch`` under policy ``pid``."""
+def _batch_loss(backend: Any, pid: str, batch: list[EncodedDemonstration], *,
+                micro_batch_tokens: Optional[int] = None, backward: bool = False) -> tuple[torch.Tensor, int]:
+    """Mean negative log-likelihood of the completion tokens of ``batch`` under policy ``pid``.
+
+    With ``micro_batch_tokens`` the batch is cut into micro-batches of at most that many padded tokens
+    (:func:`~.microbatch.iter_micro_batches`), each one's share of the batch mean computed (and with
+    ``backward`` back-propagated) on its own, so activations are bounded by the budget and the gradient is
+    the whole batch's. Without it (and without ``backward``) the batch is one forward pass."""
     model = backend.model(pid)  # activates the policy's adapter at L2
     tok = backend.tokenizer(pid)
     device = next(model.parameters()).device
     t = collate_samples(batch, tok.pad_token_id, device=device)
-    # completion positions only, LM head in chunks (no float32 batch x length x vocabulary tensor)
-    logp = completion_logprobs(model, t["input_ids"], t["attention_mask"], t["completion_mask"])
-    return aggregate(-logp, t["completion_mask"], "token-mean"), int(t["completion_mask"].sum().item())
+    tokens = int(t["completion_mask"].sum().item())
+    if not micro_batch_tokens:
+        # completion positions only, LM head in chunks (no float32 batch x length x vocabulary tensor)
+        logp = completion_logprobs(model, t["input_ids"], t["attention_mask"], t["completion_mask"])
+        loss = aggregate(-logp, t["completion_mask"], "token-mean")
+        if backward:
+            loss.backward()
+        return loss, tokens
+    total = torch.zeros((), device=device)
+    for sub in iter_micro_batches(t, micro_batch_tokens):
+        logp = completion_logprobs(model, sub["input_ids"], sub["attention_mask"], sub["completion_mask"])
+        part = (-logp * sub["completion_mask"]).sum() / max(tokens, 1)
+        if backward:
+            part.backward()
+        total = total + part.detach()
+    return total, tokens
 
 
 @torch.no_grad()
 def demonstration_loss(backend_or_models: Any, demos: Sequence[Demonstration], policy_mapping: PolicyMap, *,
                        chat: bool = True, system_prompt: Optional[str] = None, batch_size: int = 8,
-                       device: Optional[str] = None) -> float:
+                       device: Optional[str] = None, micro_batch_tokens: Optional[int] = None) -> float:
     """Mean per-token negative log-likelihood of the demonstrations' completion tokens (the
     warm start's loss, without training): e.g. on held-out demonstrations."""
     backend = _as_backend(backend_or_models, device)
@@ -208,7 +228,7 @@ def demonstration_loss(backend_or_models: Any, demos: Sequence[Demonstration], p
     total = n = 0.0
     for pid, batch in _batches(encoded, batch_size, None):
         backend.model(pid).eval()
-        loss, tokens = _batch_loss(backend, pid, batch)
+        loss, tokens = _batch_loss(backend, pid, batch, micro_batch_tokens=micro_batch_tokens)
         total += float(loss) * tokens
         n += tokens
     return total / max(n, 1.0)
@@ -228,7 +248,8 @@ def warm_start(backend_or_models: Any, demos: Sequence[Demonstration], policy_ma
                epochs: int = 3, lr: float = 1e-4, batch_size: int = 8, weight_decay: float = 0.0,
                max_grad_norm: float = 1.0, chat: bool = True, system_prompt: Optional[str] = None,
                heldout: Optional[Sequence[Demonstration]] = None, save_dir: Optional[str | os.PathLike] = None,
-               seed: int = 0, progress: Union[bool, str] = True, device: Optional[str] = None) -> WarmStartResult:
+               seed: int = 0, progress: Union[bool, str] = True, device: Optional[str] = None,
+               micro_batch_tokens: Optional[int] = None) -> WarmStartResult:
     """Supervised fine-tuning of each policy on the demonstrations its agents map to.
 
     Args:
@@ -247,6 +268,9 @@ def warm_start(backend_or_models: Any, demos: Sequence[Demonstration], policy_ma
             L1/L3; the adapter + tokenizer at L2).
         seed: shuffling seed. ``progress``: a tqdm bar if tqdm is installed, else a line per epoch;
             ``"lines"``: a line per epoch (logs); ``False``: nothing.
+        micro_batch_tokens: padded tokens per forward/backward pass (the RL update's
+            ``training.micro_batch_tokens``): a batch longer than that is accumulated over micro-batches,
+            the same update with activation memory bounded by the budget; None or 0: one pass per batch.
 
     Returns a :class:`WarmStartResult` (``epoch_losses``: mean completion-token loss of each epoch).
     """
@@ -269,7 +293,7 @@ def warm_start(backend_or_models: Any, demos: Sequence[Demonstration], policy_ma
     def heldout_loss() -> float:
         assert heldout, "only called with held-out demonstrations"
         return demonstration_loss(backend, heldout, policy_mapping, chat=chat, system_prompt=system_prompt,
-                                  batch_size=batch_size)
+                                  batch_size=batch_size, micro_batch_tokens=micro_batch_tokens)
 
     heldout_losses = [heldout_loss()] if heldout else []
     generator = torch.Generator().manual_seed(int(seed))
@@ -283,9 +307,8 @@ def warm_start(backend_or_models: Any, demos: Sequence[Demonstration], policy_ma
             for pid, batch in _batches(encoded, batch_size, generator):
                 model = backend.model(pid)
                 model.train()
-                loss, tokens = _batch_loss(backend, pid, batch)
                 optimizers[pid].zero_grad(set_to_none=True)
-                loss.backward()
+                loss, tokens = _batch_loss(backend, pid, batch, micro_batch_tokens=micro_batch_tokens, backward=True)
                 params = [p for g in optimizers[pid].param_groups for p in g["params"]]
                 torch.nn.utils.clip_grad_norm_(params, max_grad_norm)
                 optimizers[pid].step()

@@ -307,8 +307,8 @@ class TrainingSettings(Section):
     grad_clip: Optional[Number] = setting(1.0, "global-norm gradient clipping (null: none)", gt=0, rllib=True)
     micro_batch_tokens: Optional[StrictInt] = setting(
         None, "learner: padded tokens per micro-batch; an optimizer minibatch is split into micro-batches whose "
-        "gradients are accumulated (same update, memory bounded by this budget); null or 0: the whole minibatch "
-        "in one forward", ge=0)
+        "gradients are accumulated (same update, memory bounded by this budget); the warm start's batches too; "
+        "null or 0: the whole minibatch in one forward", ge=0)
     logprob_chunk_tokens: StrictInt = setting(
         1024, "learner: completion positions per chunk of the LM head + log-softmax (never a float32 batch x "
         "length x vocabulary tensor)", ge=1)

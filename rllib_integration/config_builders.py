@@ -350,9 +350,9 @@ class ConfigBuilders:
                 candidates) runs once and their completions run on its KV cache; micro-batches keep a prompt's
                 samples together and count its tokens once against `micro_batch_tokens`. Equal to the per-sample
                 pass up to float rounding (fp32: ~1e-6 relative), not bit for bit, hence off. SmolLM2 + LoRA, 8
-                groups x K=8, 62-token prompts: about 2x faster per update on CPU (benchmarks/RESULTS.md "Shared
-                prompts"). Ignored with `gradient_checkpointing` (docs/training_core.md "Shared prompts") (YAML
-                ``training.share_prompts``; default ``False``).
+                groups x K=8, 62-token prompts: 2.4-2.8x faster per update on a 2-core CPU
+                (benchmarks/RESULTS.md "Shared prompts"). Ignored with `gradient_checkpointing`
+                (docs/training_core.md "Shared prompts") (YAML ``training.share_prompts``; default ``False``).
             gradient_checkpointing: learner: activation checkpointing of the model's layers (YAML
                 ``training.gradient_checkpointing``; default ``False``).
             compile_layers: learner: `torch.compile` each decoder layer (one graph shared by all layers,

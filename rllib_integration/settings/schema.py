@@ -317,7 +317,7 @@ class TrainingSettings(Section):
         "candidates) runs once and their completions run on its KV cache; micro-batches keep a prompt's samples "
         "together and count its tokens once against `micro_batch_tokens`. Equal to the per-sample pass up to float "
         "rounding (fp32: ~1e-6 relative), not bit for bit, hence off. SmolLM2 + LoRA, 8 groups x K=8, 62-token "
-        "prompts: about 2x faster per update on CPU (benchmarks/RESULTS.md \"Shared prompts\"). Ignored with "
+        "prompts: 2.4-2.8x faster per update on a 2-core CPU (benchmarks/RESULTS.md \"Shared prompts\"). Ignored with "
         "`gradient_checkpointing` (docs/training_core.md \"Shared prompts\")")
     gradient_checkpointing: StrictBool = setting(False, "learner: activation checkpointing of the model's layers")
     compile_layers: StrictBool = setting(

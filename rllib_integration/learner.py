@@ -72,6 +72,14 @@ class ATGRPOTorchLearner(TorchLearner):
                           norm_tokens=int(config.max_new_tokens),
                           tis_cap=None if config.tis_cap is None else float(config.tis_cap))
 
+    @staticmethod
+    def share_prompts(config: Any) -> bool:
+        """Whether a module's micro-batches are cut for a forward that runs each shared prompt once: its
+        ``share_prompts``, unless ``gradient_checkpointing`` is on (the module's forward then runs per sample,
+        :func:`.core.logprobs.completion_logprobs`, so its micro-batches must be counted per sample)."""
+        return bool(getattr(config, "share_prompts", False)) and not bool(getattr(config, "gradient_checkpointing",
+                                                                                  False))
+
     def compute_loss_for_module(self, *, module_id: str, config: Any, batch: dict[str, Any],
                                 fwd_out: dict[str, Any]) -> torch.Tensor:
         """RLlib's loss hook: :func:`.core.loss.policy_loss` of one module's (micro-)batch given its
@@ -116,7 +124,7 @@ class ATGRPOTorchLearner(TorchLearner):
                                                 functools.partial(self._micro_batch_loss, module_id), mb,
                                                 self.loss_config(config),
                                                 micro_batch_tokens=getattr(config, "micro_batch_tokens", None),
-                                                share_prompts=bool(getattr(config, "share_prompts", False)))
+                                                share_prompts=self.share_prompts(config))
                 self.metrics.log_dict(metrics, key=module_id, window=1)
                 losses[module_id] = loss
         finally:
@@ -145,7 +153,7 @@ class ATGRPOTorchLearner(TorchLearner):
             config = self.config.get_config_for_module(module_id)
             forward = functools.partial(_inference_logprobs, self.module[module_id].unwrapped())
             lp = micro_batch_logprobs(forward, mb, micro_batch_tokens=getattr(config, "micro_batch_tokens", None),
-                                      share_prompts=bool(getattr(config, "share_prompts", False)))
+                                      share_prompts=self.share_prompts(config))
             out[module_id] = lp.cpu().numpy()
         return out
 

@@ -109,6 +109,21 @@ def test_shared_prompts_learner_equals_the_unshared_one(tiny_path):
     assert tokens["shared"] < 0.8 * tokens["plain"], tokens  # padded tokens the model ran
 
 
+def test_shared_prompt_micro_batches_need_a_sharing_forward():
+    """With gradient checkpointing the module's forward runs per sample (the KV cache is dropped in checkpointed
+    layers), so the learner cuts its micro-batches per sample too: the token budget stays what the forward runs."""
+    from types import SimpleNamespace
+
+    from rllib_integration.learner import ATGRPOTorchLearner
+
+    def share(**kw):
+        return ATGRPOTorchLearner.share_prompts(SimpleNamespace(**kw))
+
+    assert share(share_prompts=True, gradient_checkpointing=False)
+    assert not share(share_prompts=True, gradient_checkpointing=True)
+    assert not share(share_prompts=False, gradient_checkpointing=False)
+
+
 def test_update_reaches_the_loss_through_rllibs_hook(tiny_path):
     """The micro-batched update calls RLlib's ``compute_losses`` -> ``compute_loss_for_module`` once per
     micro-batch with the minibatch's denominator; what the hook returns is what trains (an override

@@ -13,7 +13,8 @@ L1/L3), with the module's own learning rate (``config.lr`` or its per-policy ove
 
 GPU-scale update (:meth:`ATGRPOTorchLearner.update_step`, RLlib's ``_uncompiled_update``): each module's minibatch is
 split into micro-batches of at most ``config.micro_batch_tokens`` padded tokens
-(:mod:`.core.microbatch`; unset or 0 = one micro-batch), each micro-batch's loss is backpropagated
+(:mod:`.core.microbatch`; unset or 0 = one micro-batch; with ``config.share_prompts`` a prompt's samples stay
+together and their prompt runs once), each micro-batch's loss is backpropagated
 with the minibatch's aggregation denominator, and one optimizer step applies the accumulated
 gradient (the same gradient as the full batch). With ``training.behavior_logprobs: learner``,
 ``old_logprobs`` are the learner's own, computed before the iteration's first update by
@@ -71,6 +72,14 @@ class ATGRPOTorchLearner(TorchLearner):
                           norm_tokens=int(config.max_new_tokens),
                           tis_cap=None if config.tis_cap is None else float(config.tis_cap))
 
+    @staticmethod
+    def share_prompts(config: Any) -> bool:
+        """Whether a module's micro-batches are cut for a forward that runs each shared prompt once: its
+        ``share_prompts``, unless ``gradient_checkpointing`` is on (the module's forward then runs per sample,
+        :func:`.core.logprobs.completion_logprobs`, so its micro-batches must be counted per sample)."""
+        return bool(getattr(config, "share_prompts", False)) and not bool(getattr(config, "gradient_checkpointing",
+                                                                                  False))
+
     def compute_loss_for_module(self, *, module_id: str, config: Any, batch: dict[str, Any],
                                 fwd_out: dict[str, Any]) -> torch.Tensor:
         """RLlib's loss hook: :func:`.core.loss.policy_loss` of one module's (micro-)batch given its
@@ -114,7 +123,8 @@ class ATGRPOTorchLearner(TorchLearner):
                 loss, metrics = accumulate_loss(module.forward_train,
                                                 functools.partial(self._micro_batch_loss, module_id), mb,
                                                 self.loss_config(config),
-                                                micro_batch_tokens=getattr(config, "micro_batch_tokens", None))
+                                                micro_batch_tokens=getattr(config, "micro_batch_tokens", None),
+                                                share_prompts=self.share_prompts(config))
                 self.metrics.log_dict(metrics, key=module_id, window=1)
                 losses[module_id] = loss
         finally:
@@ -142,7 +152,8 @@ class ATGRPOTorchLearner(TorchLearner):
         for module_id, mb in tensors.policy_batches.items():
             config = self.config.get_config_for_module(module_id)
             forward = functools.partial(_inference_logprobs, self.module[module_id].unwrapped())
-            lp = micro_batch_logprobs(forward, mb, micro_batch_tokens=getattr(config, "micro_batch_tokens", None))
+            lp = micro_batch_logprobs(forward, mb, micro_batch_tokens=getattr(config, "micro_batch_tokens", None),
+                                      share_prompts=self.share_prompts(config))
             out[module_id] = lp.cpu().numpy()
         return out
 

@@ -50,6 +50,7 @@ class LLMPolicySpec:
     master_weights: bool = default_of("training.master_weights")  # low-precision: fp32 weights + autocast
     gradient_checkpointing: bool = default_of("training.gradient_checkpointing")
     logprob_chunk_tokens: int = default_of("training.logprob_chunk_tokens")  # LM-head rows per log-prob chunk
+    share_prompts: bool = default_of("training.share_prompts")  # a prompt shared by several rows runs once
     compile_layers: bool = default_of("training.compile_layers")  # torch.compile each decoder layer
     activation_memory_budget: float = default_of("training.activation_memory_budget")  # ... keeping this share
 
@@ -267,6 +268,7 @@ def _policy_specs(config: Any, pids: list[str]) -> dict[str, LLMPolicySpec]:
                   master_weights=bool(config.master_weights),
                   gradient_checkpointing=bool(config.gradient_checkpointing),
                   logprob_chunk_tokens=int(config.logprob_chunk_tokens),
+                  share_prompts=bool(config.share_prompts),
                   compile_layers=bool(config.compile_layers),
                   activation_memory_budget=float(config.activation_memory_budget))
     if several_policies_at_l1(level, pids):

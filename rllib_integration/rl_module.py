@@ -2,7 +2,8 @@
 
 ``model_config`` is :meth:`LLMPolicySpec.module_config` (``policy_id``, ``model_path``,
 ``level``, ``lora``, ``dtype``, ``seed``; optional GPU keys: ``master_weights`` (default True),
-``gradient_checkpointing`` (default False), ``logprob_chunk_tokens`` (default 1024),
+``gradient_checkpointing`` (default False), ``logprob_chunk_tokens`` (default 1024), ``share_prompts`` (default
+False: rows with one prompt run it once, :func:`.core.logprobs.completion_logprobs`),
 ``compile_layers`` (default False) with ``activation_memory_budget`` (default 1.0): every decoder
 layer ``torch.compile``d, :func:`core.models.compile_decoder_layers`).
 
@@ -92,6 +93,7 @@ class LLMRLModule(TorchRLModule):
         # Mixed precision: float32 trainable (master) weights, forward under autocast in `dtype`.
         self.autocast_dtype = torch_dtype(dtype) if low and bool(cfg.get("master_weights", True)) else None
         self.chunk_tokens = int(cfg.get("logprob_chunk_tokens") or DEFAULT_CHUNK_TOKENS)
+        self.share_prompts = bool(cfg.get("share_prompts", False))
         if self.level == "L2":
             from peft import get_peft_model
 
@@ -148,7 +150,8 @@ class LLMRLModule(TorchRLModule):
             cmask = mask[:, 1:]
         with self._autocast():
             return completion_logprobs(model, ids, mask, cmask, with_entropy=with_entropy,
-                                       chunk_tokens=self.chunk_tokens)
+                                       chunk_tokens=self.chunk_tokens,
+                                       share_prompts=self.share_prompts and "completion_mask" in batch)
 
     def _reference_logprobs(self, batch: dict[str, Any]) -> torch.Tensor:
         with torch.no_grad():

@@ -10,6 +10,7 @@ from here, so ``LossConfig()`` in a script and a run with no ``training:`` keys 
 :data:`LORA_DEFAULTS` the LoRA adapter of a policy at L2 (``r``, ``alpha``, ``dropout``, modules)
 :class:`GiGPOOptions` the GiGPO advantage estimator: step-level weight, discount, std normalisation
 :data:`DEFAULT_ADV_NORM` the advantage normalisation of the std-normalised estimators (``std``)
+:data:`DEFAULT_SHARE_PROMPTS` the learner runs a prompt shared by several samples once (off)
 =================  ==========================================================================
 
 No heavy imports here (the command line reads the schema before torch or Ray load).
@@ -23,11 +24,16 @@ from typing import Any, Optional
 
 from .choices import AGG_MODES, KL_ESTIMATORS, LOGPROB_MODES
 
-__all__ = ["LossConfig", "HFOptions", "LORA_DEFAULTS", "GiGPOOptions", "DEFAULT_ADV_NORM"]
+__all__ = ["LossConfig", "HFOptions", "LORA_DEFAULTS", "GiGPOOptions", "DEFAULT_ADV_NORM", "DEFAULT_SHARE_PROMPTS"]
 
 #: the advantage normalisation of the group-normalised estimators (``compute_advantages(norm=)``, a run's
 #: ``training.adv_norm``): divide by the group std
 DEFAULT_ADV_NORM = "std"
+
+#: the learner's forward runs a prompt shared by several samples of a micro-batch once, and their completions on its
+#: KV cache (``completion_logprobs(share_prompts=)``, the micro-batchers' ``share_prompts``, a run's
+#: ``training.share_prompts``). Off: equal to the per-sample pass up to float rounding, not bit for bit
+DEFAULT_SHARE_PROMPTS = False
 
 #: the LoRA settings of an L2 adapter (``peft.LoraConfig(r=, lora_alpha=, lora_dropout=, target_modules=)``)
 LORA_DEFAULTS: dict[str, Any] = {"r": 8, "alpha": 16, "dropout": 0.0,

@@ -17,7 +17,7 @@ from pydantic import field_validator, model_validator
 from ..core.advantages import estimator_names
 from ..core.choices import (AGG_MODES, KEY_FIELDS, KL_ESTIMATORS, AdvNorm, AggMode, BehaviorLogprobs, KeyField,
                             KlEstimator, LogprobMode)
-from ..core.options import DEFAULT_ADV_NORM, LORA_DEFAULTS, GiGPOOptions, HFOptions, LossConfig
+from ..core.options import DEFAULT_ADV_NORM, DEFAULT_SHARE_PROMPTS, LORA_DEFAULTS, GiGPOOptions, HFOptions, LossConfig
 from .errors import not_one_of
 from .values import TINY_MODEL_ARGS, EnvId, Number, Stop, check_model_spec, check_tiny_args
 
@@ -312,6 +312,13 @@ class TrainingSettings(Section):
     logprob_chunk_tokens: StrictInt = setting(
         1024, "learner: completion positions per chunk of the LM head + log-softmax (never a float32 batch x "
         "length x vocabulary tensor)", ge=1)
+    share_prompts: StrictBool = setting(
+        DEFAULT_SHARE_PROMPTS, "learner: a prompt shared by several samples of a micro-batch (a GRPO group's K "
+        "candidates) runs once and their completions run on its KV cache; micro-batches keep a prompt's samples "
+        "together and count its tokens once against `micro_batch_tokens`. Equal to the per-sample pass up to float "
+        "rounding (fp32: ~1e-6 relative), not bit for bit, hence off. SmolLM2 + LoRA, 8 groups x K=8, 62-token "
+        "prompts: 2.4-2.8x faster per update on a 2-core CPU (benchmarks/RESULTS.md \"Shared prompts\"). Ignored with "
+        "`gradient_checkpointing` (docs/training_core.md \"Shared prompts\")")
     gradient_checkpointing: StrictBool = setting(False, "learner: activation checkpointing of the model's layers")
     compile_layers: StrictBool = setting(
         False, "learner: `torch.compile` each decoder layer (one graph shared by all layers, compiled at the first "

@@ -18,7 +18,7 @@ def tiny_path():
 
 
 def _learner(path, *, dtype="float32", master_weights=True, micro_batch_tokens=None, seed=0, lr=1e-3,
-             **module_keys):
+             share_prompts=False, **module_keys):
     from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
     from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
@@ -28,19 +28,21 @@ def _learner(path, *, dtype="float32", master_weights=True, micro_batch_tokens=N
 
     cfg = ATGRPOConfig().llm(model_path=path).sampling(max_new_tokens=8).training(lr=lr)
     cfg.micro_batch_tokens = micro_batch_tokens
+    cfg.share_prompts = share_prompts
     torch.manual_seed(seed)
     import gymnasium as gym
 
     space = gym.spaces.Text(64)
     spec = RLModuleSpec(module_class=LLMRLModule, observation_space=space, action_space=space, model_config={
         "policy_id": "shared", "model_path": path, "level": "L1", "dtype": dtype, "seed": seed,
-        "master_weights": master_weights, **module_keys})
+        "master_weights": master_weights, "share_prompts": share_prompts, **module_keys})
     learner = ATGRPOTorchLearner(config=cfg, module_spec=MultiRLModuleSpec(rl_module_specs={"shared": spec}))
     learner.build()
     return learner
 
 
-def _batch(seed):
+def _batch(seed, k=1):
+    """6 prompts of ``k`` candidates each (``k`` > 1: GRPO groups sharing their prompt)."""
     from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
 
     from rllib_integration.core.loss import collate_samples
@@ -50,12 +52,15 @@ def _batch(seed):
     samples = []
     for _ in range(6):
         p, c = int(rng.integers(3, 9)), int(rng.integers(1, 8))
-        samples.append(SimpleNamespace(prompt_token_ids=rng.integers(5, 500, p).tolist(),
-                                       completion_token_ids=rng.integers(5, 500, c).tolist(),
-                                       logprobs=(-rng.random(c) * 6).tolist()))
+        prompt = rng.integers(5, 500, p).tolist()
+        for j in range(k):
+            c = c if j == 0 else int(rng.integers(1, 8))
+            samples.append(SimpleNamespace(prompt_token_ids=prompt,
+                                           completion_token_ids=rng.integers(5, 500, c).tolist(),
+                                           logprobs=(-rng.random(c) * 6).tolist()))
     cols = {k: v.numpy() for k, v in collate_samples(samples, pad_token_id=0).items()}
-    cols["advantages"] = rng.standard_normal(6).astype(np.float32)
-    return MultiAgentBatch({"shared": SampleBatch(cols)}, env_steps=6)
+    cols["advantages"] = rng.standard_normal(len(samples)).astype(np.float32)
+    return MultiAgentBatch({"shared": SampleBatch(cols)}, env_steps=len(samples))
 
 
 def _weights(learner):
@@ -76,6 +81,47 @@ def test_micro_batched_learner_update_equals_full_batch(tiny_path):
     assert any(not torch.equal(wf[k], v) for k, v in _weights(_learner(tiny_path)).items())  # it trained
     for k in wf:
         torch.testing.assert_close(wm[k], wf[k], atol=1e-5, rtol=0, msg=k)
+
+
+def test_shared_prompts_learner_equals_the_unshared_one(tiny_path):
+    """``training.share_prompts`` in the RLlib learner: its module forward and its micro-batches share each group's
+    prompt; the behaviour log-probs and two updates equal the unshared learner's (fp32, within 1e-5), and fewer
+    tokens run."""
+    plain, shared = _learner(tiny_path, micro_batch_tokens=40), _learner(tiny_path, micro_batch_tokens=40,
+                                                                          share_prompts=True)
+    assert shared.module["shared"].share_prompts and not plain.module["shared"].share_prompts
+    behaviour = {name: learner.behavior_logprobs(_batch(0, k=3))["shared"]
+                 for name, learner in (("plain", plain), ("shared", shared))}
+    torch.testing.assert_close(behaviour["shared"], behaviour["plain"], atol=1e-5, rtol=0)
+    tokens = {}
+    for name, learner in (("plain", plain), ("shared", shared)):
+        ran: list[int] = []
+        body = learner.module["shared"].lm.get_decoder()
+        hook = body.register_forward_pre_hook(lambda m, a, kw, ran=ran: ran.append(kw["input_ids"].numel()),
+                                              with_kwargs=True)
+        for step in range(2):
+            learner.update(batch=_batch(step, k=3))
+        hook.remove()
+        tokens[name] = sum(ran)
+    wp, ws = _weights(plain), _weights(shared)
+    for k in wp:
+        torch.testing.assert_close(ws[k], wp[k], atol=1e-5, rtol=0, msg=k)
+    assert tokens["shared"] < 0.8 * tokens["plain"], tokens  # padded tokens the model ran
+
+
+def test_shared_prompt_micro_batches_need_a_sharing_forward():
+    """With gradient checkpointing the module's forward runs per sample (the KV cache is dropped in checkpointed
+    layers), so the learner cuts its micro-batches per sample too: the token budget stays what the forward runs."""
+    from types import SimpleNamespace
+
+    from rllib_integration.learner import ATGRPOTorchLearner
+
+    def share(**kw):
+        return ATGRPOTorchLearner.share_prompts(SimpleNamespace(**kw))
+
+    assert share(share_prompts=True, gradient_checkpointing=False)
+    assert not share(share_prompts=True, gradient_checkpointing=True)
+    assert not share(share_prompts=False, gradient_checkpointing=False)
 
 
 def test_update_reaches_the_loss_through_rllibs_hook(tiny_path):

@@ -165,8 +165,8 @@ def test_l1_means_one_policy_in_the_yaml_the_mapping_and_the_specs():
     config.policy_mapping_fn = AgentTableMapping({"tool": "a", "executor": "a"})
     assert resolve_mapping(config, ["tool", "executor"])[1] == {"tool": "a", "executor": "a"}
     specs = SimpleNamespace(specialization="L1", model_tiny={}, model_dtype="float32", seed=0, master_weights=True,
-                            gradient_checkpointing=False, logprob_chunk_tokens=8, compile_layers=False,
-                            activation_memory_budget=1.0)
+                            gradient_checkpointing=False, logprob_chunk_tokens=8, share_prompts=False,
+                            compile_layers=False, activation_memory_budget=1.0)
     with pytest.raises(ConfigError, match=r"^specialization L1 trains one shared model, but policies are "
                                           r"\['a', 'b'\]; map every agent to one policy or use L2/L3$"):
         _policy_specs(specs, ["a", "b"])

@@ -40,6 +40,7 @@ each with a one-line error saying what to do.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
@@ -50,7 +51,7 @@ import sys
 import time
 import types
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Iterator, Optional, Sequence
 
 from .resources import cluster_address, ray_address_file
 from .settings import ConfigError, UsageError, default_of, load_config
@@ -259,6 +260,13 @@ def _start_ray(modules: Sequence[str], num_cpus: Optional[int], progress: bool =
     if ray.is_initialized():
         return False
     address = cluster_address()
+    # What RAY_DISABLE_FAILURE_SIGNAL_HANDLER=1 does (Ray's documented variable, read when ray_constants is imported),
+    # for this process's core worker only: its fatal-signal handler takes SIGTERM too, prints a stack dump and aborts
+    # 3 s later (issue 40). Ray's workers keep theirs; ray.init's faulthandler still reports a crash of this process.
+    from ray._private import ray_constants
+
+    no_handler = getattr(ray_constants, "RAY_DISABLE_FAILURE_SIGNAL_HANDLER", False)
+    ray_constants.RAY_DISABLE_FAILURE_SIGNAL_HANDLER = True
     try:
         from .quiet import verbose
 
@@ -272,6 +280,8 @@ def _start_ray(modules: Sequence[str], num_cpus: Optional[int], progress: bool =
         first = (str(e).strip().splitlines() or [type(e).__name__])[0]
         raise UsageError(f"cannot connect to the Ray cluster at RAY_ADDRESS={address!r} ({first}); start it "
                          "(`ray start --head`, docs/multinode.md) or unset RAY_ADDRESS to start a local Ray") from None
+    finally:
+        ray_constants.RAY_DISABLE_FAILURE_SIGNAL_HANDLER = no_handler
     return True
 
 
@@ -353,7 +363,13 @@ class RunStopped(Exception):
 class _Signals:
     """SIGINT/SIGTERM during ``train``: outside a step (set-up, warm start) the run stops at once; during an
     iteration or a checkpoint write the first signal lets it finish (then a checkpoint is written and the
-    run stops), a second one abandons it. Handlers only in the main thread; the previous ones are restored."""
+    run stops), a second one abandons it; while the run closes (``closing``: Ray shut down, the lock let go) a
+    signal is noted and the run stops after. Handlers only in the main thread; the previous ones are restored.
+
+    Ray takes SIGTERM for itself: ``ray.init`` puts a Python handler of its own (``sys.exit(15)``), and its C++ core
+    worker a fatal-signal handler (a stack dump, then SIGABRT 3 s later: issue 40). :func:`_start_ray` starts Ray
+    without the latter; :meth:`ray_start` puts ours back after Ray's start and stops on a SIGTERM that came
+    meanwhile."""
 
     def __init__(self) -> None:
         import signal
@@ -361,16 +377,39 @@ class _Signals:
 
         self.signum: Optional[int] = None
         self.in_step = False
+        self.closing = False
         self._old: dict[int, Any] = {}
         if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGINT, signal.SIGTERM):
+            for sig in (signal.SIGTERM, signal.SIGINT):
                 self._old[sig] = signal.signal(sig, self._handle)
 
     def _handle(self, signum: int, frame: Any) -> None:
         first = self.signum is None
         self.signum = signum
-        if not self.in_step or not first:
+        if not self.closing and (not self.in_step or not first):
             raise RunStopped(signum)
+
+    def take_back(self) -> None:
+        """Our handlers again (SIGTERM first), in place of any put since."""
+        import signal
+
+        for sig in self._old:
+            signal.signal(sig, self._handle)
+
+    @contextlib.contextmanager
+    def ray_start(self) -> Iterator[None]:
+        """Around ``ray.init``: its handler's exit on SIGTERM becomes our stop, and ours are back after it."""
+        import signal
+
+        try:
+            yield
+        except SystemExit as e:
+            if not self._old or e.code != signal.SIGTERM:
+                raise
+            self.signum = signal.SIGTERM
+            raise RunStopped(signal.SIGTERM) from None
+        finally:
+            self.take_back()
 
     def restore(self) -> None:
         import signal
@@ -466,7 +505,9 @@ def train(config_path: Optional[str] = None, sets: Sequence[str] = (), *, num_cp
         # progress bars only on a terminal: redirected, each redraw would be another (huge) line of the log
         bars = not quiet and (progress_bars or sys.stderr.isatty())
         if need_ray:
-            started_ray = _start_ray(cfg["env"]["modules"], num_cpus, progress=bars)
+            started_ray = not ray.is_initialized()
+            with signals.ray_start():
+                _start_ray(cfg["env"]["modules"], num_cpus, progress=bars)
         iterations = cfg["run"]["iterations"]
         t0 = time.perf_counter()
         if bars:
@@ -476,10 +517,11 @@ def train(config_path: Optional[str] = None, sets: Sequence[str] = (), *, num_cp
                 else algo_config.build_algo())
         assert isinstance(algo, ATGRPO)
     except BaseException as e:
+        signals.closing = True
         if started_ray:
             ray.shutdown()
-        signals.restore()
         lock.release(remove_dir=True)
+        signals.restore()
         if isinstance(e, RunStopped):
             import signal
 
@@ -572,13 +614,16 @@ def train(config_path: Optional[str] = None, sets: Sequence[str] = (), *, num_cp
     except RunStopped as e:
         raise RunStopped(e.signum, _resume_line(out, e.signum, saved)) from None
     finally:
-        signals.restore()
+        signals.closing = True
         if tb is not None:
             tb.close(failed=sys.exc_info()[0] is not None)
         algo.stop()
         if started_ray:
             ray.shutdown()
         lock.release(remove_dir=not wrote)
+        signals.restore()
+    if signals.signum is not None:  # while the run closed: it is complete
+        raise RunStopped(signals.signum, _resume_line(out, signals.signum, saved))
     summary = {"output_dir": str(out), "checkpoint": ckpt, "learning_curve": png,
                "metrics": str(writer.jsonl), "iterations": iterations,
                "success_rate": [r.get("success_rate") for r in writer.rows],

@@ -51,7 +51,7 @@ import sys
 import time
 import types
 from pathlib import Path
-from typing import Any, Iterator, Optional, Sequence
+from typing import Any, Callable, Iterator, Optional, Sequence
 
 from .resources import cluster_address, ray_address_file
 from .settings import ConfigError, UsageError, default_of, load_config
@@ -460,33 +460,40 @@ def _resume_checkpoint(out: Path, quiet: bool) -> Optional[Path]:
 
 def train(config_path: Optional[str] = None, sets: Sequence[str] = (), *, num_cpus: Optional[int] = None,
           quiet: bool = False, imports: Sequence[str] = (), overwrite: bool = False,
-          progress_bars: bool = default_of("rollout.progress_bars"), resume: Optional[str] = None) -> dict:
+          progress_bars: bool = default_of("rollout.progress_bars"), resume: Optional[str] = None,
+          on_locked: Optional[Callable[[], Any]] = None) -> dict:
     """Check everything (before Ray starts), train, write outputs; returns a summary.
 
     The output directory must be new or empty unless ``overwrite`` (then a previous run's files there are
     removed, once the algorithm is built) or ``resume`` (a run directory: training continues from its newest
-    complete checkpoint, its metrics rolled back to it). A run holds a lock on its directory. SIGINT/SIGTERM
-    stop it after the current iteration with a checkpoint (a second signal at once) and raise
+    complete checkpoint, its metrics rolled back to it). A run holds a lock on its directory, taken once the config
+    is read, before anything slow (``on_locked`` is called then): of two runs on one directory the first started
+    wins. SIGINT/SIGTERM stop it after the current iteration with a checkpoint (a second signal at once) and raise
     :class:`RunStopped` naming the command that resumes it."""
     from .checkpoints import prune
     from .run_logs import RunLoggers, TranscriptWriter, check_trackers
 
-    if resume is not None and (config_path is not None or overwrite):
-        raise UsageError("--resume continues a run with its own config.yaml: give no CONFIG and no --overwrite")
-    cfg = _resume_config(resume, sets) if resume is not None else load_config(config_path, list(sets))
-    cfg["env"]["modules"] = resolve_modules([*cfg["env"]["modules"], *imports])
-    check_run_config(cfg, num_cpus=num_cpus)
-    check_trackers(cfg["run"]["trackers"])
-    out = Path(cfg["run"]["output_dir"]).expanduser()
-    ckpt_from = _resume_checkpoint(out, quiet) if resume is not None else None
-    if resume is None:
-        out = check_output_dir(out, overwrite=overwrite)
-    check_ray_address()
-    lock = _RunLock(out)
     signals = _Signals()
+    lock: Optional[_RunLock] = None
     started_ray = False
     wrote = False
     try:
+        if resume is not None and (config_path is not None or overwrite):
+            raise UsageError("--resume continues a run with its own config.yaml: give no CONFIG and no --overwrite")
+        cfg = _resume_config(resume, sets) if resume is not None else load_config(config_path, list(sets))
+        cfg["env"]["modules"] = resolve_modules([*cfg["env"]["modules"], *imports])
+        check_trackers(cfg["run"]["trackers"])
+        out = Path(cfg["run"]["output_dir"]).expanduser()
+        if resume is None:
+            out = check_output_dir(out, overwrite=True)  # a folder a run can write in; what it holds: once locked
+        lock = _RunLock(out)
+        if resume is None:
+            check_output_dir(out, overwrite=overwrite)
+        if on_locked is not None:
+            on_locked()
+        check_run_config(cfg, num_cpus=num_cpus)
+        ckpt_from = _resume_checkpoint(out, quiet) if resume is not None else None
+        check_ray_address()
         import ray
         import torch
 
@@ -520,7 +527,8 @@ def train(config_path: Optional[str] = None, sets: Sequence[str] = (), *, num_cp
         signals.closing = True
         if started_ray:
             ray.shutdown()
-        lock.release(remove_dir=True)
+        if lock is not None:
+            lock.release(remove_dir=True)
         signals.restore()
         if isinstance(e, RunStopped):
             import signal
@@ -528,8 +536,8 @@ def train(config_path: Optional[str] = None, sets: Sequence[str] = (), *, num_cp
             name = signal.Signals(e.signum).name
             raise RunStopped(e.signum, f"llm-marl: stopped by {name} during set-up, before anything was written; "
                                        "run the same command again" if resume is None else
-                             f"llm-marl: stopped by {name} during set-up; resume with: llm-marl train --resume {out}"
-                             ) from None
+                             f"llm-marl: stopped by {name} during set-up; resume with: llm-marl train --resume "
+                             f"{Path(resume).expanduser()}") from None  # (its config may be unread yet)
         raise
     tb: Optional[RunLoggers] = None
     transcripts: Optional[TranscriptWriter] = None
@@ -718,7 +726,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     if getattr(args, "verbose", False):
         os.environ["LLM_MARL_VERBOSE"] = "1"
-    quiet.install(for_workers=True)
+    if args.command != "train":  # train: once it holds its run lock (quiet imports transformers: seconds)
+        quiet.install(for_workers=True)
     if getattr(args, "address", None):
         os.environ["RAY_ADDRESS"] = args.address
     try:
@@ -738,7 +747,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                     raise UsageError("--resume continues the run in RUN_DIR; give no --output-dir")
                 sets.append(f"run.output_dir={args.output_dir}")
             train(args.config, sets, num_cpus=args.num_cpus, quiet=args.quiet, imports=args.imports,
-                  overwrite=args.overwrite, progress_bars=args.progress_bars, resume=args.resume)
+                  overwrite=args.overwrite, progress_bars=args.progress_bars, resume=args.resume,
+                  on_locked=lambda: quiet.install(for_workers=True))
             return 0
         if args.command == "export":
             from .export import export_policies, find_checkpoint

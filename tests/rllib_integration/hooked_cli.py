@@ -8,14 +8,35 @@ sends itself SIGTERM at MOMENT of iteration N: ``ray-start`` (as ``ray.init`` re
 the run's not back yet; N unused), ``sample`` (iteration N's sampling just submitted to the rollout actors),
 ``update`` (as its learner update begins), ``checkpoint`` (``checkpoint_000N/``, N ``final``: ``checkpoint/``, half
 written: its state written, not yet its marker); ``""``: no signal.
+
+``python hooked_cli.py ARGS``: ``llm-marl ARGS``, where ``HEAVY_NOTE=FILE`` makes the first import of torch,
+transformers or Ray write FILE (the module's name), and ``HEAVY_HOLD=FILE`` then also wait there until FILE is
+removed.
 """
 
+import importlib.abc
 import json
 import os
 import signal
 import sys
+import time
+from pathlib import Path
 
+HEAVY = ("torch", "transformers", "ray")
 _stop = {"moment": "", "n": ""}  # the current run's moment; emptied once the signal is sent
+
+
+class _HeavyImports(importlib.abc.MetaPathFinder):
+    def __init__(self, note: Path, hold: bool):
+        self.note, self.hold = note, hold
+
+    def find_spec(self, name, path=None, target=None):
+        if name in HEAVY and not self.note.exists():
+            self.note.write_text(name)
+            deadline = time.monotonic() + 600
+            while self.hold and self.note.exists() and time.monotonic() < deadline:
+                time.sleep(0.02)
+        return None  # the import goes on as usual
 
 
 def _at(moment: str, iteration: object = "") -> None:
@@ -57,10 +78,16 @@ def _install_stops() -> None:
 
 
 def main() -> int:
+    runs = os.environ.get("RUNS")
+    note = os.environ.get("HEAVY_HOLD") or os.environ.get("HEAVY_NOTE")
+    if note:
+        sys.meta_path.insert(0, _HeavyImports(Path(note), hold=bool(os.environ.get("HEAVY_HOLD"))))
     from rllib_integration.cli import main as cli
 
+    if runs is None:
+        return cli(sys.argv[1:])
     _install_stops()
-    for i, (stop_at, args) in enumerate(json.loads(os.environ["RUNS"])):
+    for i, (stop_at, args) in enumerate(json.loads(runs)):
         moment, _, n = stop_at.partition(":")
         _stop.update(moment=moment, n=n)
         print(f"hooked_cli: run {i}", file=sys.stderr, flush=True)

@@ -162,6 +162,32 @@ def test_sigterm_at_each_moment_of_a_run_on_ray_is_one_line_and_exit_143_and_res
     assert verify(run / "checkpoint")["iteration"] == 4
 
 
+def test_of_two_runs_on_one_folder_the_first_started_wins(tmp_path, tiny_train_args):
+    """Issue 40: the run lock is taken once the config is read, before anything slow: a run started while another
+    sets up in the same folder is refused at once, in one line naming the first, having imported none of torch,
+    transformers and Ray. hooked_cli.py holds the first run at its first import of one of them, as a loaded machine
+    slows it there; before the fix it held no lock yet (it took it after importing transformers and building a probe
+    env), so the second run took the folder and trained, and the first was refused after its set-up."""
+    run = tmp_path / "run"
+    held, noted = tmp_path / "first-run-held", tmp_path / "second-run-imported"
+    args = ["train", "--output-dir", str(run), *tiny_train_args, "--iterations", "1"]
+    first = _hooked(args, HEAVY_HOLD=str(held))
+    try:
+        deadline = time.monotonic() + 300
+        while not held.exists() and first.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert held.exists(), first.communicate()
+        second = _hooked(args, HEAVY_NOTE=str(noted))
+        _, err = second.communicate(timeout=300)
+        assert (second.returncode, err.strip().splitlines()) == (2, [
+            f"llm-marl: error: output directory {str(run)!r} is in use by another llm-marl train (pid {first.pid}); "
+            "wait for it, stop it, or give --output-dir NEW_DIR"]), (second.returncode, err[-3000:])
+        assert not noted.exists(), noted.read_text()
+    finally:
+        first.kill()
+        first.communicate()
+
+
 def test_a_second_run_on_the_same_folder_is_refused_before_ray(tmp_path, capsys, tiny_train_args, heavy_steps):
     from rllib_integration.cli import _RunLock, main
 

@@ -43,6 +43,7 @@ each with a one-line error saying what to do.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
@@ -53,7 +54,7 @@ import sys
 import time
 import types
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Iterator, Optional, Sequence
 
 from .resources import cluster_address, ray_address_file
 from .settings import ConfigError, UsageError, default_of, load_config
@@ -267,6 +268,13 @@ def _start_ray(modules: Sequence[str], num_cpus: Optional[int], progress: bool =
     if ray.is_initialized():
         return False
     address = cluster_address()
+    # What RAY_DISABLE_FAILURE_SIGNAL_HANDLER=1 does (Ray's documented variable, read when ray_constants is imported),
+    # for this process's core worker only: its fatal-signal handler takes SIGTERM too, prints a stack dump and aborts
+    # 3 s later (issue 40). Ray's workers keep theirs; ray.init's faulthandler still reports a crash of this process.
+    from ray._private import ray_constants
+
+    no_handler = getattr(ray_constants, "RAY_DISABLE_FAILURE_SIGNAL_HANDLER", False)
+    ray_constants.RAY_DISABLE_FAILURE_SIGNAL_HANDLER = True
     try:
         from .quiet import verbose
 
@@ -280,6 +288,8 @@ def _start_ray(modules: Sequence[str], num_cpus: Optional[int], progress: bool =
         first = (str(e).strip().splitlines() or [type(e).__name__])[0]
         raise UsageError(f"cannot connect to the Ray cluster at RAY_ADDRESS={address!r} ({first}); start it "
                          "(`ray start --head`, docs/multinode.md) or unset RAY_ADDRESS to start a local Ray") from None
+    finally:
+        ray_constants.RAY_DISABLE_FAILURE_SIGNAL_HANDLER = no_handler
     return True
 
 
@@ -361,7 +371,13 @@ class RunStopped(Exception):
 class _Signals:
     """SIGINT/SIGTERM during ``train``: outside a step (set-up, warm start) the run stops at once; during an
     iteration or a checkpoint write the first signal lets it finish (then a checkpoint is written and the
-    run stops), a second one abandons it. Handlers only in the main thread; the previous ones are restored."""
+    run stops), a second one abandons it; while the run closes (``closing``: Ray shut down, the lock let go) a
+    signal is noted and the run stops after. Handlers only in the main thread; the previous ones are restored.
+
+    Ray takes SIGTERM for itself: ``ray.init`` puts a Python handler of its own (``sys.exit(15)``), and its C++ core
+    worker a fatal-signal handler (a stack dump, then SIGABRT 3 s later: issue 40). :func:`_start_ray` starts Ray
+    without the latter; :meth:`ray_start` puts ours back after Ray's start and stops on a SIGTERM that came
+    meanwhile."""
 
     def __init__(self) -> None:
         import signal
@@ -369,16 +385,39 @@ class _Signals:
 
         self.signum: Optional[int] = None
         self.in_step = False
+        self.closing = False
         self._old: dict[int, Any] = {}
         if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGINT, signal.SIGTERM):
+            for sig in (signal.SIGTERM, signal.SIGINT):
                 self._old[sig] = signal.signal(sig, self._handle)
 
     def _handle(self, signum: int, frame: Any) -> None:
         first = self.signum is None
         self.signum = signum
-        if not self.in_step or not first:
+        if not self.closing and (not self.in_step or not first):
             raise RunStopped(signum)
+
+    def take_back(self) -> None:
+        """Our handlers again (SIGTERM first), in place of any put since."""
+        import signal
+
+        for sig in self._old:
+            signal.signal(sig, self._handle)
+
+    @contextlib.contextmanager
+    def ray_start(self) -> Iterator[None]:
+        """Around ``ray.init``: its handler's exit on SIGTERM becomes our stop, and ours are back after it."""
+        import signal
+
+        try:
+            yield
+        except SystemExit as e:
+            if not self._old or e.code != signal.SIGTERM:
+                raise
+            self.signum = signal.SIGTERM
+            raise RunStopped(signal.SIGTERM) from None
+        finally:
+            self.take_back()
 
     def restore(self) -> None:
         import signal
@@ -429,33 +468,40 @@ def _resume_checkpoint(out: Path, quiet: bool) -> Optional[Path]:
 
 def train(config_path: Optional[str] = None, sets: Sequence[str] = (), *, num_cpus: Optional[int] = None,
           quiet: bool = False, imports: Sequence[str] = (), overwrite: bool = False,
-          progress_bars: bool = default_of("rollout.progress_bars"), resume: Optional[str] = None) -> dict:
+          progress_bars: bool = default_of("rollout.progress_bars"), resume: Optional[str] = None,
+          on_locked: Optional[Callable[[], Any]] = None) -> dict:
     """Check everything (before Ray starts), train, write outputs; returns a summary.
 
     The output directory must be new or empty unless ``overwrite`` (then a previous run's files there are
     removed, once the algorithm is built) or ``resume`` (a run directory: training continues from its newest
-    complete checkpoint, its metrics rolled back to it). A run holds a lock on its directory. SIGINT/SIGTERM
-    stop it after the current iteration with a checkpoint (a second signal at once) and raise
+    complete checkpoint, its metrics rolled back to it). A run holds a lock on its directory, taken once the config
+    is read, before anything slow (``on_locked`` is called then): of two runs on one directory the first started
+    wins. SIGINT/SIGTERM stop it after the current iteration with a checkpoint (a second signal at once) and raise
     :class:`RunStopped` naming the command that resumes it."""
     from .checkpoints import prune
     from .run_logs import RunLoggers, TranscriptWriter, check_trackers
 
-    if resume is not None and (config_path is not None or overwrite):
-        raise UsageError("--resume continues a run with its own config.yaml: give no CONFIG and no --overwrite")
-    cfg = _resume_config(resume, sets) if resume is not None else load_config(config_path, list(sets))
-    cfg["env"]["modules"] = resolve_modules([*cfg["env"]["modules"], *imports])
-    check_run_config(cfg, num_cpus=num_cpus)
-    check_trackers(cfg["run"]["trackers"])
-    out = Path(cfg["run"]["output_dir"]).expanduser()
-    ckpt_from = _resume_checkpoint(out, quiet) if resume is not None else None
-    if resume is None:
-        out = check_output_dir(out, overwrite=overwrite)
-    check_ray_address()
-    lock = _RunLock(out)
     signals = _Signals()
+    lock: Optional[_RunLock] = None
     started_ray = False
     wrote = False
     try:
+        if resume is not None and (config_path is not None or overwrite):
+            raise UsageError("--resume continues a run with its own config.yaml: give no CONFIG and no --overwrite")
+        cfg = _resume_config(resume, sets) if resume is not None else load_config(config_path, list(sets))
+        cfg["env"]["modules"] = resolve_modules([*cfg["env"]["modules"], *imports])
+        check_trackers(cfg["run"]["trackers"])
+        out = Path(cfg["run"]["output_dir"]).expanduser()
+        if resume is None:
+            out = check_output_dir(out, overwrite=True)  # a folder a run can write in; what it holds: once locked
+        lock = _RunLock(out)
+        if resume is None:
+            check_output_dir(out, overwrite=overwrite)
+        if on_locked is not None:
+            on_locked()
+        check_run_config(cfg, num_cpus=num_cpus)
+        ckpt_from = _resume_checkpoint(out, quiet) if resume is not None else None
+        check_ray_address()
         import ray
         import torch
 
@@ -474,7 +520,9 @@ def train(config_path: Optional[str] = None, sets: Sequence[str] = (), *, num_cp
         # progress bars only on a terminal: redirected, each redraw would be another (huge) line of the log
         bars = not quiet and (progress_bars or sys.stderr.isatty())
         if need_ray:
-            started_ray = _start_ray(cfg["env"]["modules"], num_cpus, progress=bars)
+            started_ray = not ray.is_initialized()
+            with signals.ray_start():
+                _start_ray(cfg["env"]["modules"], num_cpus, progress=bars)
         iterations = cfg["run"]["iterations"]
         t0 = time.perf_counter()
         if bars:
@@ -484,18 +532,20 @@ def train(config_path: Optional[str] = None, sets: Sequence[str] = (), *, num_cp
                 else algo_config.build_algo())
         assert isinstance(algo, ATGRPO)
     except BaseException as e:
+        signals.closing = True
         if started_ray:
             ray.shutdown()
+        if lock is not None:
+            lock.release(remove_dir=True)
         signals.restore()
-        lock.release(remove_dir=True)
         if isinstance(e, RunStopped):
             import signal
 
             name = signal.Signals(e.signum).name
             raise RunStopped(e.signum, f"llm-marl: stopped by {name} during set-up, before anything was written; "
                                        "run the same command again" if resume is None else
-                             f"llm-marl: stopped by {name} during set-up; resume with: llm-marl train --resume {out}"
-                             ) from None
+                             f"llm-marl: stopped by {name} during set-up; resume with: llm-marl train --resume "
+                             f"{Path(resume).expanduser()}") from None  # (its config may be unread yet)
         raise
     tb: Optional[RunLoggers] = None
     transcripts: Optional[TranscriptWriter] = None
@@ -580,13 +630,16 @@ def train(config_path: Optional[str] = None, sets: Sequence[str] = (), *, num_cp
     except RunStopped as e:
         raise RunStopped(e.signum, _resume_line(out, e.signum, saved)) from None
     finally:
-        signals.restore()
+        signals.closing = True
         if tb is not None:
             tb.close(failed=sys.exc_info()[0] is not None)
         algo.stop()
         if started_ray:
             ray.shutdown()
         lock.release(remove_dir=not wrote)
+        signals.restore()
+    if signals.signum is not None:  # while the run closed: it is complete
+        raise RunStopped(signals.signum, _resume_line(out, signals.signum, saved))
     summary = {"output_dir": str(out), "checkpoint": ckpt, "learning_curve": png,
                "metrics": str(writer.jsonl), "iterations": iterations,
                "success_rate": [r.get("success_rate") for r in writer.rows],
@@ -711,7 +764,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     if getattr(args, "verbose", False):
         os.environ["LLM_MARL_VERBOSE"] = "1"
-    quiet.install(for_workers=True)
+    if args.command != "train":  # train: once it holds its run lock (quiet imports transformers: seconds)
+        quiet.install(for_workers=True)
     if getattr(args, "address", None):
         os.environ["RAY_ADDRESS"] = args.address
     try:
@@ -734,7 +788,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                     raise UsageError("--resume continues the run in RUN_DIR; give no --output-dir")
                 sets.append(f"run.output_dir={args.output_dir}")
             train(args.config, sets, num_cpus=args.num_cpus, quiet=args.quiet, imports=args.imports,
-                  overwrite=args.overwrite, progress_bars=args.progress_bars, resume=args.resume)
+                  overwrite=args.overwrite, progress_bars=args.progress_bars, resume=args.resume,
+                  on_locked=lambda: quiet.install(for_workers=True))
             return 0
         if args.command == "export":
             from .export import export_policies, find_checkpoint

@@ -124,6 +124,70 @@ def test_sigint_stops_with_one_line_and_exit_130(tmp_path, tiny_train_args):
     assert newest_checkpoint(run) is not None  # the stop wrote one though checkpoint_every is 0
 
 
+def _hooked(args=(), **env):
+    """tests/rllib_integration/hooked_cli.py: ``llm-marl ARGS`` with a test's hook, chosen by ``env``."""
+    return subprocess.Popen([sys.executable, str(HERE / "hooked_cli.py"), *args], cwd=REPO, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env={**os.environ, "PYTHONPATH": str(REPO), **env})
+
+
+@pytest.mark.slow
+def test_sigterm_at_each_moment_of_a_run_on_ray_is_one_line_and_exit_143_and_resume_goes_on(tmp_path,
+                                                                                              tiny_train_args):
+    """Issue 40: Ray's start puts SIGTERM handlers of its own in the driver (ray.init's Python one exits 15; the core
+    worker's fatal-signal handler prints a stack dump and aborts 3 s later); the run's must win at every moment. One
+    run directory is stopped by a real SIGTERM, sent by hooked_cli.py at a precise moment: while sampling, as Ray's
+    start returns (a resume), as the learner update begins, half-way through the final checkpoint's write. Each time:
+    exit 143 and only the one line; each resume goes on from the checkpoint named; the last stop lets the write end
+    (the run is then complete, every iteration once). The runs are ``llm-marl`` one after the other in one process
+    (each starts and stops its own Ray). Before the fix the first stop ended in Ray's handler: "SIGTERM received", a
+    stack dump, exit 134 (SIGABRT)."""
+    from rllib_integration.checkpoints import verify
+
+    run = tmp_path / "run"
+    resume = ["train", "--resume", str(run), "--quiet"]
+    fresh = ["train", "--output-dir", str(run), *tiny_train_args, "--iterations", "4",
+             "--set", "rollout.num_rollout_actors=1", "--set", "run.checkpoint_every=1"]
+    at = "llm-marl: stopped by SIGTERM; resume from the checkpoint of iteration"
+    runs = [("sample:2", fresh, f"{at} 2 with:"),
+            ("ray-start", resume, "llm-marl: stopped by SIGTERM during set-up; resume with:"),
+            ("update:3", resume, f"{at} 3 with:"),
+            ("checkpoint:final", resume, f"{at} 4 with:")]
+    proc = _hooked(RUNS=json.dumps([[stop_at, args] for stop_at, args, _ in runs]))
+    _, err = proc.communicate(timeout=1200)
+    expected = "".join(f"hooked_cli: run {i}\n{line} llm-marl train --resume {run}\nhooked_cli: run {i} exit 143\n"
+                       for i, (_, _, line) in enumerate(runs))
+    assert (proc.returncode, err) == (0, expected), err[-3000:]
+    assert [r["training_iteration"] for r in _rows(run)] == [1, 2, 3, 4]
+    assert verify(run / "checkpoint")["iteration"] == 4
+
+
+def test_of_two_runs_on_one_folder_the_first_started_wins(tmp_path, tiny_train_args):
+    """Issue 40: the run lock is taken once the config is read, before anything slow: a run started while another
+    sets up in the same folder is refused at once, in one line naming the first, having imported none of torch,
+    transformers and Ray. hooked_cli.py holds the first run at its first import of one of them, as a loaded machine
+    slows it there; before the fix it held no lock yet (it took it after importing transformers and building a probe
+    env), so the second run took the folder and trained, and the first was refused after its set-up."""
+    run = tmp_path / "run"
+    held, noted = tmp_path / "first-run-held", tmp_path / "second-run-imported"
+    args = ["train", "--output-dir", str(run), *tiny_train_args, "--iterations", "1"]
+    first = _hooked(args, HEAVY_HOLD=str(held))
+    try:
+        deadline = time.monotonic() + 300
+        while not held.exists() and first.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert held.exists(), first.communicate()
+        second = _hooked(args, HEAVY_NOTE=str(noted))
+        _, err = second.communicate(timeout=300)
+        assert (second.returncode, err.strip().splitlines()) == (2, [
+            f"llm-marl: error: output directory {str(run)!r} is in use by another llm-marl train (pid {first.pid}); "
+            "wait for it, stop it, or give --output-dir NEW_DIR"]), (second.returncode, err[-3000:])
+        assert not noted.exists(), noted.read_text()
+    finally:
+        first.kill()
+        first.communicate()
+
+
 def test_a_second_run_on_the_same_folder_is_refused_before_ray(tmp_path, capsys, tiny_train_args, heavy_steps):
     from rllib_integration.cli import _RunLock, main
 

@@ -330,7 +330,8 @@ def _plot(rows: Sequence[Mapping[str, Any]], path: Path) -> None:
     plt.close(fig)
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def parser() -> argparse.ArgumentParser:
+    """The command line (``benchmarks/gpu_session.sh``'s test parses its commands with it)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--variants", nargs="+", default=SWEEP, choices=list(VARIANTS))
     ap.add_argument("--seeds", nargs="+", type=int, default=list(range(8)))
@@ -349,7 +350,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("--concurrent", type=int, default=1, help="trials at once (default 1: fair timings)")
     ap.add_argument("--from-tune", metavar="DIR", help="only rebuild the outputs from the trials finished so far in "
                     "a sweep's Tune directory (<out>/tune/ablation), e.g. of a sweep stopped early")
-    args = ap.parse_args(argv)
+    return ap
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = parser().parse_args(argv)
     if args.from_tune:
         rows = rows_from_tune(Path(args.from_tune))
         write_outputs(rows, Path(args.out).resolve(), header=f"rebuilt from {args.from_tune}: {len(rows)} reports of "

@@ -100,6 +100,22 @@ def test_phase_commands_validate(phase, monkeypatch):
                 assert args.config is None and all(s.startswith("run.") for s in args.sets), argv
             else:
                 load_config(args.config, list(args.sets), check_paths=False)
+        elif argv[0] == "-c":  # SmolLM2 converted once before parallel trials
+            assert argv[1].startswith("from rllib_integration.core.models import smollm2_path"), argv
+        elif argv[0] == "benchmarks/ablation.py":  # every trial's run config validates, with its --set overrides
+            from rllib_integration.settings import load_config
+
+            ablation = _bench("ablation")
+            args = ablation.parser().parse_args(argv[1:])
+            base = load_config(args.config, check_paths=False) if args.config else None
+            space = ablation.param_space(args.variants, args.seeds, args.iterations, args.sets, tokens=args.tokens,
+                                         points=args.points, eval_episodes=args.eval_episodes, regime=args.regime,
+                                         base=base)
+            trials = space["trial"]["grid_search"]
+            assert len(trials) == len(args.variants) * len(args.seeds)
+            assert all(t["run_config"]["resources"]["num_gpus_per_learner"] > 0 for t in trials)
+        elif argv[0] == "benchmarks/recipe_table.py":
+            assert argv[1].endswith("/rows.jsonl"), argv
         elif argv[0] == "benchmarks/run_summary.py":
             assert len(argv) == 2 and argv[1].endswith("/metrics.jsonl"), argv
         else:

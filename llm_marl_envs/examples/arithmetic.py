@@ -114,6 +114,8 @@ def parse_answer(text: str) -> int | None:
     number = token.rstrip(".,;:!?)*_")  # the sentence's punctuation (Answer: 21.) or markdown (**Answer: 3**)
     if not _INTEGER.fullmatch(number) or (number == token and _CONTINUED.match(text, found[-1].end())):
         return None
+    if len(number) > 4000:
+        return None  # int() raises past Python's 4,300-digit limit; no task's value is that long
     return int(number)
 
 

@@ -58,6 +58,10 @@ def test_rewards_infos_and_termination_of_a_known_episode():
     ("Answer: .5", None), ("Answer: 3 + 4", None), ("Answer: 3 000", None),
     ("Answer: \u0663", None), ("Answer: \uff13", None), ("Answer: 3\u0663", None),  # ASCII digits only
     ("Answer: 5\nAnswer: 3.25", None),            # the last answer is malformed: not the earlier 5
+    # over 4,000 digits: invalid, not int()'s ValueError (its limit is 4,300)
+    pytest.param("Answer: " + "7" * 4301, None, id="4301-digits"),
+    pytest.param("Answer: -" + "7" * 4001, None, id="minus-4001-digits"),
+    pytest.param("Answer: " + "7" * 4000, int("7" * 4000), id="4000-digits"),
 ])
 def test_answer_is_read_only_as_a_whole_integer(text, value):
     assert parse_answer(text) == value

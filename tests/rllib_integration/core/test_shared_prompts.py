@@ -93,14 +93,33 @@ def _assert_equal(a, b):
         torch.testing.assert_close(g_b[k], g_a[k], atol=GRAD_RTOL * float(g_a[k].abs().max()), rtol=0, msg=k)
 
 
+def _spy_shared_path(monkeypatch) -> list:
+    """The calls of the shared-prompt pass from now on (the real one runs): a test of equality must see it ran."""
+    from rllib_integration.core import logprobs
+
+    calls: list = []
+    real = logprobs._shared_prompt_hidden
+
+    def spy(*args, **kwargs):
+        calls.append(args[2].n_prompts)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(logprobs, "_shared_prompt_hidden", spy)
+    return calls
+
+
 @pytest.mark.parametrize("lora", [False, True], ids=["full", "lora"])
-def test_shared_prompts_equal_the_per_row_pass(tiny_model_path, lora):
+def test_shared_prompts_equal_the_per_row_pass(tiny_model_path, monkeypatch, lora):
     """Full model (L1/L3) and LoRA (L2): groups with completions of different lengths, prompts of one sample,
     a row without completion tokens; the whole batch in one micro-batch."""
     model = _model(tiny_model_path, lora)
     batch = _batch()
     assert prompt_groups(batch["input_ids"], batch["attention_mask"], batch["completion_mask"]).shared
-    plain, shared = _update(model, batch, False), _update(model, batch, True)
+    calls = _spy_shared_path(monkeypatch)
+    plain = _update(model, batch, False)
+    assert calls == []
+    shared = _update(model, batch, True)
+    assert calls and set(calls) == {len(GROUPS)}, calls  # the shared pass ran: each prompt once per forward
     _assert_equal(plain, shared)
     assert all(float(g.abs().max()) > 0 for g in plain[2].values())  # every trained tensor gets a gradient
     assert (plain[0] != 0).sum() == batch["completion_mask"].sum()

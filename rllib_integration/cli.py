@@ -333,7 +333,7 @@ class _RunLock:
     def __init__(self, out: Path):
         import fcntl
 
-        self.created = not out.exists()
+        self.made = [d for d in (out, *out.parents) if not d.exists()]  # the folders this run makes, leaf first
         out.mkdir(parents=True, exist_ok=True)
         self.path = out / LOCK_FILE
         self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -348,14 +348,14 @@ class _RunLock:
         os.pwrite(self.fd, f"{os.getpid()}\n".encode(), 0)
 
     def release(self, *, remove_dir: bool = False) -> None:
-        """Unlock; with ``remove_dir`` (nothing was written) the folder goes too if this run made it."""
+        """Unlock; with ``remove_dir`` (nothing was written) the folders this run made go too, those left empty."""
         self.path.unlink(missing_ok=True)
         os.close(self.fd)
-        if remove_dir and self.created:
+        for folder in self.made if remove_dir else []:
             try:
-                self.path.parent.rmdir()
+                folder.rmdir()
             except OSError:
-                pass
+                break
 
 
 # ---------------------------------------------------------------------------- signals

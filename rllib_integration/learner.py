@@ -73,12 +73,15 @@ class ATGRPOTorchLearner(TorchLearner):
                           tis_cap=None if config.tis_cap is None else float(config.tis_cap))
 
     @staticmethod
-    def share_prompts(config: Any) -> bool:
+    def share_prompts(config: Any, module: Any = None) -> bool:
         """Whether a module's micro-batches are cut for a forward that runs each shared prompt once: its
-        ``share_prompts``, unless ``gradient_checkpointing`` is on (the module's forward then runs per sample,
-        :func:`.core.logprobs.completion_logprobs`, so its micro-batches must be counted per sample)."""
-        return bool(getattr(config, "share_prompts", False)) and not bool(getattr(config, "gradient_checkpointing",
-                                                                                  False))
+        ``share_prompts``, unless ``gradient_checkpointing`` is on or the module's model is not plain full
+        attention (its ``share_prompts`` False: :func:`.core.logprobs.full_attention_only`); the module's forward
+        then runs per sample (:func:`.core.logprobs.completion_logprobs`), so its micro-batches must be counted
+        per sample."""
+        return (bool(getattr(config, "share_prompts", False))
+                and not bool(getattr(config, "gradient_checkpointing", False))
+                and bool(getattr(module, "share_prompts", True)))
 
     def compute_loss_for_module(self, *, module_id: str, config: Any, batch: dict[str, Any],
                                 fwd_out: dict[str, Any]) -> torch.Tensor:
@@ -124,7 +127,7 @@ class ATGRPOTorchLearner(TorchLearner):
                                                 functools.partial(self._micro_batch_loss, module_id), mb,
                                                 self.loss_config(config),
                                                 micro_batch_tokens=getattr(config, "micro_batch_tokens", None),
-                                                share_prompts=self.share_prompts(config))
+                                                share_prompts=self.share_prompts(config, module.unwrapped()))
                 self.metrics.log_dict(metrics, key=module_id, window=1)
                 losses[module_id] = loss
         finally:
@@ -151,9 +154,10 @@ class ATGRPOTorchLearner(TorchLearner):
         out = {}
         for module_id, mb in tensors.policy_batches.items():
             config = self.config.get_config_for_module(module_id)
-            forward = functools.partial(_inference_logprobs, self.module[module_id].unwrapped())
+            module = self.module[module_id].unwrapped()
+            forward = functools.partial(_inference_logprobs, module)
             lp = micro_batch_logprobs(forward, mb, micro_batch_tokens=getattr(config, "micro_batch_tokens", None),
-                                      share_prompts=self.share_prompts(config))
+                                      share_prompts=self.share_prompts(config, module))
             out[module_id] = lp.cpu().numpy()
         return out
 

@@ -42,7 +42,7 @@ import torch
 from ray.rllib.core.rl_module.torch import TorchRLModule
 
 from .core import seeding
-from .core.logprobs import DEFAULT_CHUNK_TOKENS, completion_logprobs
+from .core.logprobs import DEFAULT_CHUNK_TOKENS, completion_logprobs, full_attention_only
 from .core.tensor_codec import encode, host_copy
 from .quiet import install_in_worker
 
@@ -107,6 +107,9 @@ class LLMRLModule(TorchRLModule):
             load_dtype = torch.float32 if self.autocast_dtype is not None else torch_dtype(dtype)
             model, _ = load_model(path, dtype=load_dtype, device="cpu")
             self.lm = model
+        # the shared-prompt pass only where it gives the per-row pass's answer (the learner reads this to cut
+        # its micro-batches for the forward that runs)
+        self.share_prompts = self.share_prompts and full_attention_only(self.lm)
         if cfg.get("gradient_checkpointing"):
             self.lm.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
             if self.level == "L2":

@@ -53,8 +53,10 @@ Terminated with ``success=True`` when the checker is correct; truncated after
 ## Arguments
 
 ``max_operand=20`` (operands are drawn from ``min_operand..max_operand``), ``min_operand=1``,
-``expression="a + b * c"`` (a template: each letter is an operand; ``+``, ``-``, ``*`` and
-parentheses), plus those of :class:`~llm_marl_envs.base.LLMTeamEnv`.
+``expression="a + b * c"`` (a template: each letter is an operand; ``+``, ``-``, ``*``, decimal
+integers and parentheses, at most 100 levels deep, its values within 4,000 digits; the prompt shows it
+as Python writes it, ``5 + 9 * 9``), plus those of :class:`~llm_marl_envs.base.LLMTeamEnv`. A template
+and range with fewer than 16 problems (too few for a train and an eval split) is refused.
 
 ## Expert
 
@@ -79,8 +81,12 @@ checker the answer line. Used for warm-start demonstrations.
 from __future__ import annotations
 
 import ast
+import copy
 import dataclasses
+import io
+import operator
 import re
+import tokenize
 
 import numpy as np
 
@@ -114,23 +120,35 @@ def parse_answer(text: str) -> int | None:
     number = token.rstrip(".,;:!?)*_")  # the sentence's punctuation (Answer: 21.) or markdown (**Answer: 3**)
     if not _INTEGER.fullmatch(number) or (number == token and _CONTINUED.match(text, found[-1].end())):
         return None
+    if len(number) > 4000:
+        return None  # int() raises past Python's 4,300-digit limit; no task's value is that long
     return int(number)
 
 
-def evaluate(node: ast.AST, values: dict[str, int]) -> int:
-    """The value of a parsed template: letters are operands; ``+ - *``, unary minus, integers."""
-    ops = {ast.Add: lambda x, y: x + y, ast.Sub: lambda x, y: x - y, ast.Mult: lambda x, y: x * y}
+def evaluate(node: ast.AST, values: dict[str, int], bound: bool = False) -> int:
+    """The value of a parsed template: letters are operands; ``+ - *``, unary minus, integers.
+    With ``bound``, ``-`` counts as ``+``: no operands up to ``values`` give a larger absolute value."""
+    ops = {ast.Add: operator.add, ast.Sub: operator.add if bound else operator.sub, ast.Mult: operator.mul}
     if isinstance(node, ast.Expression):
-        return evaluate(node.body, values)
+        return evaluate(node.body, values, bound)
     if isinstance(node, ast.BinOp) and type(node.op) in ops:
-        return ops[type(node.op)](evaluate(node.left, values), evaluate(node.right, values))
+        return ops[type(node.op)](evaluate(node.left, values, bound), evaluate(node.right, values, bound))
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-        return -evaluate(node.operand, values)
+        return evaluate(node.operand, values, bound) * (1 if bound else -1)
     if isinstance(node, ast.Name) and node.id in values:
         return values[node.id]
     if isinstance(node, ast.Constant) and type(node.value) is int:
         return node.value
     raise ValueError(f"expression: only letters, integers, + - * and parentheses, not {ast.dump(node)[:60]}")
+
+
+def filled(tree: ast.Expression, values: dict[str, int]) -> str:
+    """The template's text with each letter replaced by its value (``5 + 9 * 9`` for ``a + b * c``)."""
+    class Fill(ast.NodeTransformer):
+        def visit_Name(self, node: ast.Name) -> ast.Constant:
+            return ast.Constant(values[node.id])
+
+    return ast.unparse(Fill().visit(copy.deepcopy(tree)))
 
 
 class ArithmeticEnv(LLMTeamEnv):
@@ -145,16 +163,31 @@ class ArithmeticEnv(LLMTeamEnv):
         self.min_operand, self.max_operand, self.expression = min_operand, max_operand, expression
         try:
             self._tree = ast.parse(expression, mode="eval")
-        except SyntaxError as e:
-            raise ValueError(f"expression {expression!r} is not an expression: {e.msg}") from None
+            tokens = list(tokenize.generate_tokens(io.StringIO(expression).readline))
+        except (SyntaxError, tokenize.TokenError, RecursionError, MemoryError) as e:
+            why = e.msg if isinstance(e, SyntaxError) else "nested too deeply"
+            raise ValueError(f"expression {expression[:60]!r} is not an expression: {why}") from None
+        for token in tokens:
+            if token.type == tokenize.NUMBER and not token.string.isdigit():  # 0x10, 1_000, 1.5
+                raise ValueError(f"expression: integers in decimal digits only, not {token.string!r}")
+        depth: dict[ast.AST, int] = {self._tree: 0}  # counted without recursion: evaluate() and filled() recurse
+        for node in ast.walk(self._tree):
+            depth.update(dict.fromkeys(ast.iter_child_nodes(node), depth[node] + 1))
+        if max(depth.values()) > 100:
+            raise ValueError(f"expression nests {max(depth.values())} levels deep; at most 100")
         self._letters = sorted({n.id for n in ast.walk(self._tree) if isinstance(n, ast.Name)})
-        evaluate(self._tree, dict.fromkeys(self._letters, 1))  # a bad template fails here, not in reset()
+        # a bad template fails here, not in reset(): its nodes, its largest value, its number of problems
+        if evaluate(self._tree, dict.fromkeys(self._letters, max_operand), bound=True) >= 10**4000:
+            raise ValueError(f"expression can exceed 4,000 digits with operands up to max_operand={max_operand}")
+        if (max_operand - min_operand + 1) ** len(self._letters) < 16:
+            raise ValueError(f"min_operand={min_operand}, max_operand={max_operand}: too few distinct problems of "
+                             f"expression {expression[:60]!r} for a train and an eval split (need 16)")
 
     def load_task(self, seed: int, split: str) -> Problem:
         def generate(rng: np.random.Generator) -> Problem:
             drawn = rng.integers(self.min_operand, self.max_operand + 1, size=len(self._letters))
             values = {name: int(v) for name, v in zip(self._letters, drawn, strict=True)}
-            text = re.sub(r"[A-Za-z_]\w*", lambda m: str(values[m.group()]), self.expression)
+            text = filled(self._tree, values)
             return Problem(text, evaluate(self._tree, values), task_id=f"arithmetic/{text}")
 
         # content-hash partition: a given expression is in exactly one split

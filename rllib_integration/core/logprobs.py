@@ -19,13 +19,15 @@ of it (positions continuing the prompt's, the attention mask covering prompt and
 the expanded cache sums each candidate's gradient into its prompt's single forward, which is what the
 per-row computation gives. The log-probs are those of the per-row pass up to float rounding (the attention sums
 run in another order): in fp32 within 1e-5 (tests/rllib_integration/core/test_shared_prompts.py). A batch where
-no prompt is shared, a layout that is not right-padded, or a model with gradient checkpointing on (Hugging Face
-drops the KV cache of a checkpointed layer) runs the per-row pass.
+no prompt is shared, a layout that is not right-padded, a model with gradient checkpointing on (Hugging Face
+drops the KV cache of a checkpointed layer), or one that is not plain full attention in every layer (sliding
+windows, linear attention, state-space layers: :func:`full_attention_only`) runs the per-row pass.
 """
 
 from __future__ import annotations
 
 import inspect
+import re
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -34,7 +36,8 @@ from torch.utils.checkpoint import checkpoint
 
 from .options import DEFAULT_SHARE_PROMPTS
 
-__all__ = ["completion_logprobs", "split_lm_head", "prompt_groups", "PromptGroups", "DEFAULT_CHUNK_TOKENS"]
+__all__ = ["completion_logprobs", "split_lm_head", "prompt_groups", "PromptGroups", "full_attention_only",
+           "DEFAULT_CHUNK_TOKENS"]
 
 DEFAULT_CHUNK_TOKENS = 1024
 
@@ -143,6 +146,32 @@ def _checkpointing(model) -> bool:
     return any(getattr(m, "gradient_checkpointing", False) is True for m in model.modules())
 
 
+#: a decoder layer's module that carries a state through the sequence (state-space, linear attention, convolution)
+_RECURRENT = re.compile(r"mamba|mixer|ssm|recurren|rwkv|deltanet|linearatt|linear_att|conv", re.IGNORECASE)
+
+
+def full_attention_only(model) -> bool:
+    """Whether the shared-prompt pass gives the per-row pass's answer for ``model``: its config says plain causal
+    full attention in every layer (no ``sliding_window``, ``layer_types`` absent or all ``"full_attention"``, no
+    encoder-decoder) and its decoder layers are standard ones (each a ``self_attn``, none a state-space, linear
+    attention or convolution module). The shared pass leaves a padding gap in the KV cache between a prompt shorter
+    than the longest and its completion: masked, full attention ignores it, but a sliding window (Gemma 2/3,
+    Mistral) counts its slots against the window and a linear-attention or state-space layer runs its state
+    through it. Otherwise (or when unsure) :func:`completion_logprobs` runs the per-row pass."""
+    config: Any = getattr(model, "config", None)
+    config = config.get_text_config() if hasattr(config, "get_text_config") else config
+    if config is None or getattr(config, "is_encoder_decoder", False):
+        return False
+    if getattr(config, "sliding_window", None) is not None and getattr(config, "use_sliding_window", True) is not False:
+        return False
+    if any(kind != "full_attention" for kind in getattr(config, "layer_types", None) or ()):
+        return False
+    layers = getattr(split_lm_head(model)[0], "layers", None)
+    return isinstance(layers, torch.nn.ModuleList) and len(layers) > 0 and all(
+        hasattr(layer, "self_attn") and not any(_RECURRENT.search(type(m).__name__) for m in layer.modules())
+        for layer in layers)
+
+
 def _shared_prompt_hidden(body: torch.nn.Module, input_ids: torch.Tensor, groups: PromptGroups,
                           rows: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
     """The body's hidden states ``(N, H)`` at the positions ``(rows, cols)`` (each predicting a completion
@@ -209,7 +238,7 @@ def completion_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Te
     body, head = split_lm_head(model)
     rows, cols = completion_mask.bool().nonzero(as_tuple=True)
     groups = prompt_groups(input_ids, attention_mask, completion_mask) if share_prompts else None
-    if groups is not None and groups.shared and not _checkpointing(model):
+    if groups is not None and groups.shared and not _checkpointing(model) and full_attention_only(model):
         h = _shared_prompt_hidden(body, input_ids, groups, rows, cols)
     else:
         position_ids = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)

@@ -58,6 +58,10 @@ def test_rewards_infos_and_termination_of_a_known_episode():
     ("Answer: .5", None), ("Answer: 3 + 4", None), ("Answer: 3 000", None),
     ("Answer: \u0663", None), ("Answer: \uff13", None), ("Answer: 3\u0663", None),  # ASCII digits only
     ("Answer: 5\nAnswer: 3.25", None),            # the last answer is malformed: not the earlier 5
+    # over 4,000 digits: invalid, not int()'s ValueError (its limit is 4,300)
+    pytest.param("Answer: " + "7" * 4301, None, id="4301-digits"),
+    pytest.param("Answer: -" + "7" * 4001, None, id="minus-4001-digits"),
+    pytest.param("Answer: " + "7" * 4000, int("7" * 4000), id="4000-digits"),
 ])
 def test_answer_is_read_only_as_a_whole_integer(text, value):
     assert parse_answer(text) == value
@@ -158,11 +162,25 @@ def test_expression_templates_and_the_expert():
     default = ArithmeticEnv(max_operand=9)
     default.reset(seed=0)
     assert default.task.expression == "5 + 9 * 9"  # the default template draws what the old code drew
-    for bad in ["a ** b", "__import__('os')", "a / b", "a +", "a.b", "f(a)"]:
+    # the prompt text is built from the tree: a comment's word is no operand (KeyError 'sum' before), Python's spacing
+    for template, shape in [("a + b  # sum", r"\d+ \+ \d+"), ("( a-b )*c   # the product", r"\(\d+ - \d+\) \* \d+")]:
+        spaced = ArithmeticEnv(expression=template)
+        spaced.reset(seed=0)
+        assert re.fullmatch(shape, spaced.task.expression), spaced.task.expression
+    # refused at construction, not at the first reset (KeyError, RecursionError, MemoryError, str() of the value before)
+    for bad in ["a ** b", "__import__('os')", "a / b", "a +", "a.b", "f(a)",
+                "a + 0x10", "a + 1_000", "a+0b1", "a + 1.5",                   # decimal integers only
+                "+".join(["a"] * 1200), "-" * 100_000 + "a", "-" * 300 + "a",  # too deep to evaluate or parse
+                "(a - b) * " + "9" * 4000]:                                     # values over 4,000 digits
         with pytest.raises(ValueError, match="expression"):
-            ArithmeticEnv(expression=bad)
+            ArithmeticEnv(expression=bad, max_operand=10**6)
     with pytest.raises(ValueError, match="min_operand"):
         ArithmeticEnv(min_operand=5, max_operand=3)
+    # fewer than 16 distinct problems: no train and eval split (RuntimeError "no train problem found" at reset before)
+    for template, low, high in [("a", 5, 5), ("a", 1, 15), ("a + b", 1, 3), ("1 + 2", 1, 20)]:
+        with pytest.raises(ValueError, match="min_operand"):
+            ArithmeticEnv(expression=template, min_operand=low, max_operand=high)
+    ArithmeticEnv(expression="a", min_operand=1, max_operand=16).reset(seed=0)
 
 
 def test_example_ids_are_known_without_importing_their_modules():

@@ -106,6 +106,18 @@ def test_an_empty_or_new_output_dir_is_fine(tmp_path):
     assert not (tmp_path / "new").exists()
 
 
+def test_a_refused_run_leaves_none_of_the_folders_it_made(capsys, tmp_path, heavy_steps):
+    """The run lock makes the output folder and its missing parents before the config is checked; a run refused
+    then removes every folder it made, if empty (before, only the leaf: a bad --set with the default runs/default
+    left an empty runs/ behind), and none it did not make."""
+    for out, left in [(tmp_path / "a" / "b" / "c", []), (tmp_path / "x" / "y", ["x"])]:
+        if left:
+            (tmp_path / "x").mkdir()
+        rc, err = _run_main(capsys, "train", "--output-dir", str(out), "--set", "env.config.size=abc")
+        assert rc == 2 and "env.config.size: bad value 'abc'" in _one_line(err), err
+        assert sorted(p.name for p in tmp_path.iterdir()) == left and heavy_steps == []
+
+
 @pytest.mark.parametrize("where", ["file", "under_a_file"])
 def test_output_dir_that_is_a_file(capsys, tmp_path, where, heavy_steps):
     f = tmp_path / "results.txt"

@@ -122,6 +122,31 @@ def test_shared_prompt_micro_batches_need_a_sharing_forward():
     assert share(share_prompts=True, gradient_checkpointing=False)
     assert not share(share_prompts=True, gradient_checkpointing=True)
     assert not share(share_prompts=False, gradient_checkpointing=False)
+    # nor when the module's model is not plain full attention: its forward runs per sample (next test)
+    on = SimpleNamespace(share_prompts=True, gradient_checkpointing=False)
+    assert not ATGRPOTorchLearner.share_prompts(on, SimpleNamespace(share_prompts=False))
+    assert ATGRPOTorchLearner.share_prompts(on, SimpleNamespace(share_prompts=True))
+
+
+def test_a_module_shares_prompts_only_on_plain_full_attention(tiny_path, tmp_path):
+    """A model whose config says sliding window (the tiny Llama's config copied with ``sliding_window`` set) gets a
+    module with ``share_prompts`` off: its forward runs the per-row pass, and the learner counts it so."""
+    import json
+    import shutil
+
+    import gymnasium as gym
+
+    from rllib_integration.rl_module import LLMRLModule
+
+    windowed = tmp_path / "windowed"
+    shutil.copytree(tiny_path, windowed)
+    config = json.loads((windowed / "config.json").read_text())
+    (windowed / "config.json").write_text(json.dumps({**config, "sliding_window": 4}))
+    space = gym.spaces.Text(8)
+    for path, shares in [(tiny_path, True), (str(windowed), False)]:
+        m = LLMRLModule(observation_space=space, action_space=space, model_config={
+            "policy_id": "p", "model_path": path, "level": "L1", "share_prompts": True})
+        assert m.share_prompts is shares, path
 
 
 def test_update_reaches_the_loss_through_rllibs_hook(tiny_path):

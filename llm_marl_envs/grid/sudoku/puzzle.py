@@ -279,6 +279,8 @@ def _cell_value(tok: str, size: int) -> int | None:
         return 0
     if len(tok) > 1 and tok[0] == "0":
         return None  # 03, 00: never read as the cell 3 or a blank
+    if len(tok) > len(str(size)):
+        return None  # more digits than any cell: never int() of a 4,400-digit token (Python's limit raises)
     v = int(tok)
     return v if v <= size else None
 

@@ -93,17 +93,80 @@ def _assert_equal(a, b):
         torch.testing.assert_close(g_b[k], g_a[k], atol=GRAD_RTOL * float(g_a[k].abs().max()), rtol=0, msg=k)
 
 
+def _spy_shared_path(monkeypatch) -> list:
+    """The calls of the shared-prompt pass from now on (the real one runs): a test of equality must see it ran."""
+    from rllib_integration.core import logprobs
+
+    calls: list = []
+    real = logprobs._shared_prompt_hidden
+
+    def spy(*args, **kwargs):
+        calls.append(args[2].n_prompts)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(logprobs, "_shared_prompt_hidden", spy)
+    return calls
+
+
 @pytest.mark.parametrize("lora", [False, True], ids=["full", "lora"])
-def test_shared_prompts_equal_the_per_row_pass(tiny_model_path, lora):
+def test_shared_prompts_equal_the_per_row_pass(tiny_model_path, monkeypatch, lora):
     """Full model (L1/L3) and LoRA (L2): groups with completions of different lengths, prompts of one sample,
     a row without completion tokens; the whole batch in one micro-batch."""
     model = _model(tiny_model_path, lora)
     batch = _batch()
     assert prompt_groups(batch["input_ids"], batch["attention_mask"], batch["completion_mask"]).shared
-    plain, shared = _update(model, batch, False), _update(model, batch, True)
+    calls = _spy_shared_path(monkeypatch)
+    plain = _update(model, batch, False)
+    assert calls == []
+    shared = _update(model, batch, True)
+    assert calls and set(calls) == {len(GROUPS)}, calls  # the shared pass ran: each prompt once per forward
     _assert_equal(plain, shared)
     assert all(float(g.abs().max()) > 0 for g in plain[2].values())  # every trained tensor gets a gradient
     assert (plain[0] != 0).sum() == batch["completion_mask"].sum()
+
+
+@pytest.mark.parametrize("config", [{"sliding_window": 4},
+                                    {"layer_types": ["sliding_attention", "full_attention"]},
+                                    {"layer_types": ["full_attention", "linear_attention"]}],
+                         ids=["sliding_window", "sliding_layer", "linear_layer"])
+def test_a_model_not_plain_full_attention_runs_the_per_row_pass(tiny_model_path, monkeypatch, config):
+    """The shared pass leaves a padding gap in the KV cache after a prompt shorter than the longest: a sliding
+    window (Gemma 2/3, Mistral) counts it against the window, a linear-attention or state-space layer runs its
+    state through it. A model whose config says so runs the per-row pass (the tiny Llama, its config told so:
+    its own layers compute as before, so the results still equal)."""
+    from rllib_integration.core.logprobs import full_attention_only
+
+    model = _model(tiny_model_path, lora=False)
+    batch = _batch()
+    assert full_attention_only(model)
+    plain = _update(model, batch, False)
+    assert model.config.num_hidden_layers == 2 and getattr(model.config, "sliding_window", None) is None
+    for key, value in config.items():
+        monkeypatch.setattr(model.config, key, value, raising=False)
+    assert not full_attention_only(model)
+    calls = _spy_shared_path(monkeypatch)
+    _assert_equal(plain, _update(model, batch, True))
+    assert calls == []
+
+
+def test_a_sliding_window_model_would_be_wrong_on_the_shared_pass(monkeypatch):
+    """Why the fallback: a tiny random Mistral with a 6-token window (attention as Mistral computes it) gives other
+    log-probs on the shared pass (0.23 here), so it runs the per-row pass, equal to the unshared call."""
+    from transformers import MistralConfig, MistralForCausalLM
+
+    from rllib_integration.core import logprobs
+
+    torch.manual_seed(0)
+    model = MistralForCausalLM(MistralConfig(vocab_size=512, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                             num_attention_heads=4, num_key_value_heads=2, head_dim=8,
+                                             sliding_window=6)).eval()
+    batch = _batch()
+    args = (model, batch["input_ids"], batch["attention_mask"], batch["completion_mask"])
+    with torch.no_grad():
+        plain = completion_logprobs(*args)
+        torch.testing.assert_close(completion_logprobs(*args, share_prompts=True), plain, atol=0, rtol=0)
+        monkeypatch.setattr(logprobs, "full_attention_only", lambda model: True)  # the shared pass forced
+        assert float((completion_logprobs(*args, share_prompts=True) - plain).abs().max()) > 100 * TOL
 
 
 def test_micro_batches_keep_a_prompt_together_within_the_budget(tiny_model_path):

@@ -190,6 +190,9 @@ ROW16 = " ".join(str(v) for v in range(1, 17))
     # ASCII digits only: other digits and numerals are no cells (and no separators)
     (_rows("\u0663 1 2 4"), 4, None), (_rows("\uff13124"), 4, None), (_rows("3\u00b2 1 2 4"), 4, None),
     (_rows("3\u00bd 1 2 4"), 4, None), ("Answer: 3124241313424231\u0663", 4, None),
+    # a token past int()'s 4,300-digit limit is no cell (parse_grid never raises for a str)
+    pytest.param(("7" * 4400 + ROW16[1:] + "\n") + (ROW16 + "\n") * 15, 16, None, id="16x16-4400-digits"),
+    pytest.param("[[" + "7" * 4400 + ", 2]]", 16, None, id="list-4400-digits"),
 ])
 def test_parse_grid_reads_cells_only_as_whole_digits(text: str, size: int, read) -> None:
     assert sudoku.parse_grid(text, size) == read

@@ -351,7 +351,8 @@ class ConfigBuilders:
                 samples together and count its tokens once against `micro_batch_tokens`. Equal to the per-sample
                 pass up to float rounding (fp32: ~1e-6 relative), not bit for bit, hence off. SmolLM2 + LoRA, 8
                 groups x K=8, 62-token prompts: 2.4-2.8x faster per update on a 2-core CPU
-                (benchmarks/RESULTS.md "Shared prompts"). Ignored with `gradient_checkpointing`
+                (benchmarks/RESULTS.md "Shared prompts"). Ignored with `gradient_checkpointing` and for models
+                that are not plain full attention (sliding-window, linear-attention or state-space layers)
                 (docs/training_core.md "Shared prompts") (YAML ``training.share_prompts``; default ``False``).
             gradient_checkpointing: learner: activation checkpointing of the model's layers (YAML
                 ``training.gradient_checkpointing``; default ``False``).

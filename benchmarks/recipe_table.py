@@ -7,7 +7,7 @@ Per variant (an ablation's variants; llm-marl runs are grouped by ``training.fli
 config.yaml: AT-GRPO or its control): held-out greedy success after the warm start and at the last evaluation,
 the gain, ``--role``'s valid ratio (the role whose answer decides the episode: Arithmetic-v0's checker) and the
 success among that role's valid replies (success / valid ratio: the skill part of the gain; the valid ratio's
-change is the format part). Mean and 95% interval over seeds (Student t, benchmarks/ablation.py's ``mean_ci``).
+change is the format part). Mean and 95% interval over seeds (Student t: benchmarks/ablation.py's formatting).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Any, Sequence
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from ablation import mean_ci  # noqa: E402
+from ablation import _fmt as _ci  # noqa: E402  (mean ± 95% interval over seeds, "-" for none)
 
 
 def from_ablation(path: Path, role: str) -> dict[str, list[dict[str, float]]]:
@@ -64,14 +64,6 @@ def from_runs(paths: Sequence[Path], role: str) -> dict[str, list[dict[str, floa
             "valid_end": last.get(f"evaluation/agents/{role}/valid_ratio", math.nan),
             "iterations": last["training_iteration"], "tokens": tokens})
     return out
-
-
-def _ci(xs: Sequence[float], signed: bool = False) -> str:
-    xs = [x for x in xs if not math.isnan(x)]
-    if not xs:
-        return "-"
-    m, h = mean_ci(xs)
-    return f"{m:+.2f} ± {h:.2f}" if signed else f"{m:.2f} ± {h:.2f}"
 
 
 def _among_valid(success: float, valid: float) -> float:

@@ -41,7 +41,8 @@ import torch
 from .backends.base import SamplingParams
 from .logprobs import completion_logprobs
 from .loss import aggregate, collate_samples
-from .microbatch import iter_micro_batches
+from .microbatch import DENOMINATOR_KEY, accumulate_loss
+from .options import LossConfig
 from .rollout import RolloutSampler
 
 __all__ = ["Demonstration", "EncodedDemonstration", "WarmStartResult", "collect_demonstrations",
@@ -189,32 +190,28 @@ def _batches(items: list[EncodedDemonstration], batch_size: int, generator: Opti
 
 def _batch_loss(backend: Any, pid: str, batch: list[EncodedDemonstration], *,
                 micro_batch_tokens: Optional[int] = None, backward: bool = False) -> tuple[torch.Tensor, int]:
-    """Mean negative log-likelihood of the completion tokens of ``batch`` under policy ``pid``.
+    """Mean negative log-likelihood of the completion tokens of ``batch`` under policy ``pid`` (detached),
+    back-propagated with ``backward``.
 
-    With ``micro_batch_tokens`` the batch is cut into micro-batches of at most that many padded tokens
-    (:func:`~.microbatch.iter_micro_batches`), each one's share of the batch mean computed (and with
-    ``backward`` back-propagated) on its own, so activations are bounded by the budget and the gradient is
-    the whole batch's. Without it (and without ``backward``) the batch is one forward pass."""
+    The learner's gradient accumulation (:func:`~.microbatch.accumulate_loss`): with ``micro_batch_tokens``
+    the batch is cut into micro-batches of at most that many padded tokens, each one's share of the batch mean
+    computed and back-propagated on its own (activations bounded by the budget, the whole batch's gradient);
+    without it, one pass over the batch."""
     model = backend.model(pid)  # activates the policy's adapter at L2
     tok = backend.tokenizer(pid)
     device = next(model.parameters()).device
     t = collate_samples(batch, tok.pad_token_id, device=device)
-    tokens = int(t["completion_mask"].sum().item())
-    if not micro_batch_tokens:
+
+    def forward(sub: dict[str, Any]) -> dict[str, torch.Tensor]:
         # completion positions only, LM head in chunks (no float32 batch x length x vocabulary tensor)
-        logp = completion_logprobs(model, t["input_ids"], t["attention_mask"], t["completion_mask"])
-        loss = aggregate(-logp, t["completion_mask"], "token-mean")
-        if backward:
-            loss.backward()
-        return loss, tokens
-    total = torch.zeros((), device=device)
-    for sub in iter_micro_batches(t, micro_batch_tokens):
-        logp = completion_logprobs(model, sub["input_ids"], sub["attention_mask"], sub["completion_mask"])
-        part = (-logp * sub["completion_mask"]).sum() / max(tokens, 1)
-        if backward:
-            part.backward()
-        total = total + part.detach()
-    return total, tokens
+        return {"logp": completion_logprobs(model, sub["input_ids"], sub["attention_mask"], sub["completion_mask"])}
+
+    def nll(sub: dict[str, Any], out: Mapping[str, Any]) -> tuple[torch.Tensor, dict[str, float]]:
+        return aggregate(-out["logp"], sub["completion_mask"], "token-mean", denominator=sub[DENOMINATOR_KEY]), {}
+
+    loss, _ = accumulate_loss(forward, nll, t, LossConfig(agg="token-mean"), micro_batch_tokens=micro_batch_tokens,
+                              backward=backward)
+    return loss, int(t["completion_mask"].sum().item())
 
 
 @torch.no_grad()

@@ -43,13 +43,22 @@ import decimal
 import json
 import math
 import re
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Any, Iterable, Mapping, Protocol, Sequence
 
 from . import programs
-from .records import Program
+from .records import ExecutionResult, Program
 
-if TYPE_CHECKING:
-    from .base import Sandbox
+
+class ProgramRunner(Protocol):
+    """What :func:`run_tests` needs of a sandbox: :meth:`Sandbox.run <sandboxes.base.Sandbox.run>` and
+    :meth:`~sandboxes.base.Sandbox.run_many` (every :class:`~sandboxes.base.Sandbox` is one; ``base`` imports this
+    module, so this module names the two methods instead of importing ``base``)."""
+
+    def run(self, code: str, stdin: str = "", timeout_s: float | None = None, memory_mb: int | None = None,
+            files: Mapping[str, str | bytes] | None = None) -> ExecutionResult: ...
+
+    def run_many(self, programs: Iterable[Program | str | tuple[str, str]],
+                 max_workers: int | None = None) -> list[ExecutionResult]: ...
 
 _NUMBER = re.compile(r"^[+-]?((\d+\.?\d*|\.\d+)([eE][+-]?\d+)?|inf|infinity|nan)$", re.IGNORECASE)
 _INTEGER = re.compile(r"^[+-]?\d+$")
@@ -191,7 +200,7 @@ def _classify_case(case: Any) -> tuple[str, Any]:
                      "or {'fn': name, 'args': [...], 'kwargs': {...}, 'expected': value}")
 
 
-def run_tests(sandbox: Sandbox, code: str, cases: Sequence[Any], *, rel_tol: float = 1e-6, abs_tol: float = 1e-9,
+def run_tests(sandbox: ProgramRunner, code: str, cases: Sequence[Any], *, rel_tol: float = 1e-6, abs_tol: float = 1e-9,
               timeout_s: float | None = None, memory_mb: int | None = None,
               max_workers: int | None = None) -> TestReport:
     """Run ``code`` against ``cases`` in ``sandbox``; see the module docstring for formats and rules."""

@@ -3,9 +3,11 @@
 imports nothing of the RLlib layer beside it), the training core imports no Ray, and no module of
 llm_marl_envs, sandboxes or rllib_integration takes part in an import cycle.
 
-The import graph is read from the source (``ast``): every ``import`` statement counts, at the top level
-or inside a function, except those under ``if TYPE_CHECKING:``. Imports by computed name
-(``importlib.import_module(...)``) are not seen."""
+The import graph is read from the source (``ast``): every ``import`` statement counts, at the top level,
+inside a function or under ``if TYPE_CHECKING:`` (a type-only import is a dependency a reader follows too;
+a module that needs a type from a module above it names what it needs in a ``Protocol``, as
+``sandboxes.testing.ProgramRunner`` does). Imports by computed name (``importlib.import_module(...)``) are not
+seen."""
 
 from __future__ import annotations
 
@@ -32,8 +34,8 @@ def _module_files(package: str) -> dict[str, Path]:
 
 
 def _imports(name: str, path: Path, known: set[str]) -> set[str]:
-    """Modules of ``known`` that ``name`` imports anywhere in its source (top level or inside a function),
-    except under ``if TYPE_CHECKING:`` (annotations only, never run)."""
+    """Modules of ``known`` that ``name`` imports anywhere in its source (top level, inside a function or
+    under ``if TYPE_CHECKING:``)."""
     is_pkg = path.name == "__init__.py"
     here = name.split(".") if is_pkg else name.split(".")[:-1]
     found: set[str] = set()
@@ -44,13 +46,7 @@ def _imports(name: str, path: Path, known: set[str]) -> set[str]:
         if target and target != name:
             found.add(target)
 
-    tree = ast.parse(path.read_text(), str(path))
-    typing_only = {id(n) for node in ast.walk(tree)
-                   if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
-                   for stmt in node.body for n in ast.walk(stmt)}
-    for node in ast.walk(tree):
-        if id(node) in typing_only:
-            continue
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 add(alias.name)
@@ -167,6 +163,18 @@ def test_import_graph_resolves_relative_and_submodule_imports():
     graph = import_graph("rllib_integration")
     assert "rllib_integration.core.loss" in graph["rllib_integration.learner"]
     assert "rllib_integration.core.backends.base" in graph["rllib_integration.core.rollout"]
+
+
+def test_import_graph_counts_type_only_imports(tmp_path):
+    """An import under ``if TYPE_CHECKING:`` is an edge: the circle it closes is found."""
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "low.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .high import H\n")
+    (pkg / "high.py").write_text("from . import low\n")
+    names = {"pkg", "pkg.low", "pkg.high"}
+    graph = {n: _imports(n, pkg / (n.split(".")[-1] + ".py" if "." in n else "__init__.py"), names) for n in names}
+    assert graph["pkg.low"] == {"pkg.high"} and find_cycles(graph) == [["pkg.high", "pkg.low"]]
 
 
 @pytest.fixture(scope="module")

@@ -10,15 +10,13 @@ samples of the K episodes of env ``e`` at (turn, agent) share the key
 from __future__ import annotations
 
 import copy
-from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 from sandboxes import SandboxInfrastructureError
 
 from .records import DroppedEpisode, EpisodeSummary, Sample
 from .rounds import EpisodeTally, ask, episode_over, episode_summary, make_sample, one_line, step_result
-
-if TYPE_CHECKING:
-    from .rollout import RolloutSampler
+from .sampler import SamplerBase
 
 __all__ = ["EpisodeCopy", "collect_parallel", "parallel_round"]
 
@@ -31,7 +29,7 @@ class EpisodeCopy(NamedTuple):
     env: Any
 
 
-def collect_parallel(sampler: RolloutSampler, envs: Sequence[Any]
+def collect_parallel(sampler: SamplerBase, envs: Sequence[Any]
                      ) -> tuple[list[Sample], list[EpisodeSummary], list[DroppedEpisode]]:
     """K episodes of every env (reset) to their ends; the samples, the episodes, the dropped ones."""
     copies = [EpisodeCopy(i, e, copy.deepcopy(envs[i])) for i in range(len(envs)) for e in range(sampler.k)]
@@ -46,7 +44,7 @@ def collect_parallel(sampler: RolloutSampler, envs: Sequence[Any]
     return samples, episodes, list(tally.dropped.values())
 
 
-def parallel_round(sampler: RolloutSampler, copies: Sequence[EpisodeCopy], ids: Sequence[int], active: list[int],
+def parallel_round(sampler: SamplerBase, copies: Sequence[EpisodeCopy], ids: Sequence[int], active: list[int],
                    tally: EpisodeTally, add: Callable[[int, Sample], None]) -> list[int]:
     """One step of every episode ``active`` (indices into ``copies``; env ``i``'s group keys carry ``ids[i]``),
     recorded with ``add(i, sample)``. Returns the episodes still playing."""

@@ -5,10 +5,12 @@ observation is ``{"prompt": str}``, whose action is text, whose ``rewards[agent]
 when ``agent`` steps, whose ``infos[agent]`` carry ``turn``/``task_id``/``action_valid``,
 and which has ``snapshot()``/``restore()``), e.g. every :class:`llm_marl_envs.LLMTeamEnv`.
 
-The sampler holds what every mode shares (the policy mapping, the requests it sends, the seed of each
-``generate`` call, the tree rule's generator); each mode reads top to bottom in its own module:
+What every mode reads from the sampler (the policy mapping, the requests it sends, the seed of each
+``generate`` call, the tree rule's generator) is :class:`.sampler.SamplerBase`, below the modes; this module's
+:class:`RolloutSampler` dispatches to them, above. Each mode reads top to bottom in its own module:
 
 =================  =================================================================================
+``sampler``        :class:`SamplerBase`: the settings and state the modes share
 ``records``        what a rollout produces: :class:`Sample` (keyed by its :class:`GroupKey`),
                    :class:`EpisodeSummary`, :class:`DroppedEpisode`, :class:`FinishedEnv`
 ``rounds``         a round's parts shared by the modes: ask each acting agent, read a step's outcome,
@@ -35,25 +37,20 @@ logged, and the other envs play on. Any other exception from an env's code propa
 
 from __future__ import annotations
 
-from typing import Any, Callable, ContextManager, Iterator, Mapping, Optional, Sequence
+from typing import Any, Callable, ContextManager, Iterator, Optional, Sequence
 
-import numpy as np
-
-from . import seeding
-from .backends.base import GenerationBackend, GenerationRequest, SamplingParams
+from .backends.base import GenerationBackend, SamplingParams
 from .parallel import collect_parallel
 from .records import DroppedEpisode, EpisodeSummary, FinishedEnv, GroupKey, Sample, group_ids
 from .rounds import episode_over
+from .sampler import AUTO_STEP_THRESHOLD_S, DEFAULT_STEP_WORKERS, TREE_SELECT, PolicyMap, SamplerBase
 from .streaming import stream
-from .tree import AUTO_STEP_THRESHOLD_S, DEFAULT_STEP_WORKERS, TREE_SELECT, collect_tree
+from .tree import collect_tree
 
 __all__ = ["GroupKey", "Sample", "EpisodeSummary", "DroppedEpisode", "FinishedEnv", "RolloutSampler", "TREE_SELECT",
            "DEFAULT_STEP_WORKERS", "AUTO_STEP_THRESHOLD_S", "group_ids", "episode_over"]
 
-PolicyMap = Callable[[str], str] | Mapping[str, str] | str
-
-
-class RolloutSampler:
+class RolloutSampler(SamplerBase):
     """Collects AT-GRPO tree rollouts (or parallel episodes) with a :class:`GenerationBackend`.
 
     Args:
@@ -77,72 +74,11 @@ class RolloutSampler:
     def __init__(self, backend: GenerationBackend, policy_mapping: PolicyMap, params: SamplingParams,
                  k: int = 4, *, chat: bool = True, system_prompt: Optional[str] = None, max_steps: int = 1000,
                  step_workers: Optional[int] = None, tree_select: str = "best"):
-        if k < 1:
-            raise ValueError(f"k must be >= 1, got {k}")
-        if tree_select not in TREE_SELECT:
-            raise ValueError(f"tree_select must be one of {list(TREE_SELECT)}, got {tree_select!r}")
-        self.tree_select = tree_select
-        #: ``tree_select='sample'``'s generator: one stream over the sampler's calls
-        self.select_rng = np.random.default_rng(params.seed)
-        #: ``step_workers=None``: decided at each tree call's first candidate step
-        self.auto_step_workers = step_workers is None
-        if step_workers is None:
-            step_workers = DEFAULT_STEP_WORKERS
-        if isinstance(step_workers, bool) or not isinstance(step_workers, int) or step_workers < 1:
-            raise ValueError(f"step_workers must be an int >= 1 (1 = sequential), got {step_workers!r}")
-        self.step_workers = step_workers
-        self.backend = backend
-        if isinstance(policy_mapping, str):
-            pid = policy_mapping
-            self._map: Callable[[str], str] = lambda agent: pid
-        elif callable(policy_mapping):
-            self._map = policy_mapping
-        else:
-            table = dict(policy_mapping)
-
-            def _lookup(agent: str) -> str:
-                if agent not in table:
-                    raise KeyError(f"policy_mapping has no policy for agent {agent!r}; known: {sorted(table)}")
-                return table[agent]
-
-            self._map = _lookup
-        self.params = params
-        self.k = int(k)
-        self.chat = chat
-        self.system_prompt = system_prompt
-        self.max_steps = int(max_steps)
+        super().__init__(backend, policy_mapping, params, k, chat=chat, system_prompt=system_prompt,
+                         max_steps=max_steps, step_workers=step_workers, tree_select=tree_select)
         self.last_episodes: list[EpisodeSummary] = []
         #: the episodes of the last ``collect_*`` call dropped for a sandbox infrastructure fault
         self.last_dropped: list[DroppedEpisode] = []
-        self._calls = 0
-
-    def policy_for(self, agent: str) -> str:
-        """The policy id that ``agent`` maps to (the mapping given to the constructor)."""
-        return self._map(agent)
-
-    def request(self, policy_id: str, prompt: str) -> GenerationRequest:
-        """The generation request this sampler sends for ``prompt``: chat messages (with the
-        optional system prompt) or raw text. The warm start encodes demonstrations with it."""
-        if not self.chat:
-            return GenerationRequest(policy_id, prompt=prompt)
-        msgs = ([{"role": "system", "content": self.system_prompt}] if self.system_prompt else [])
-        return GenerationRequest(policy_id, messages=msgs + [{"role": "user", "content": prompt}])
-
-    def call_params(self, n: int) -> SamplingParams:
-        """The sampling parameters of this sampler's next ``generate`` call: ``n`` completions per request,
-        the call's own seed (:func:`~.seeding.generate_call_seed` of the sampler's seed and the call count)."""
-        seed = seeding.generate_call_seed(self.params.seed, self._calls)
-        self._calls += 1
-        return SamplingParams(temperature=self.params.temperature, top_p=self.params.top_p,
-                              max_new_tokens=self.params.max_new_tokens, n=n, stop=self.params.stop, seed=seed)
-
-    @staticmethod
-    def _reset(envs: Sequence[Any], seeds: Optional[Sequence[int]]) -> None:
-        if seeds is not None:
-            if len(seeds) != len(envs):
-                raise ValueError(f"got {len(seeds)} seeds for {len(envs)} envs")
-            for env, s in zip(envs, seeds, strict=True):
-                env.reset(seed=int(s))
 
     def collect_tree(self, envs: Sequence[Any], seeds: Optional[Sequence[int]] = None) -> list[Sample]:
         """Play every env to its end with K-candidate tree sampling (:mod:`.tree`); return all candidates.

@@ -10,13 +10,11 @@ fault; :func:`episode_summary` is an episode's record when it ends.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 from .backends.base import Completion, GenerationRequest
 from .records import DroppedEpisode, EpisodeSummary, GroupKey, Sample
-
-if TYPE_CHECKING:
-    from .rollout import RolloutSampler
+from .sampler import SamplerBase
 
 __all__ = ["PendingStep", "StepResult", "EpisodeTally", "ask", "step_result", "make_sample", "episode_summary",
            "episode_over", "one_line"]
@@ -56,7 +54,7 @@ def episode_over(env: Any) -> bool:
     return bool(env.terminations.get(a, False) or env.truncations.get(a, False))
 
 
-def ask(sampler: RolloutSampler, env: Any, unit: int, steps: int) -> tuple[PendingStep, GenerationRequest]:
+def ask(sampler: SamplerBase, env: Any, unit: int, steps: int) -> tuple[PendingStep, GenerationRequest]:
     """The agent to act in ``env`` (unit ``unit``, ``steps`` agent steps taken) and its policy's request."""
     agent = env.agent_selection
     prompt = env.observe(agent)["prompt"]

@@ -10,20 +10,18 @@ from __future__ import annotations
 
 import contextlib
 import copy
-from typing import TYPE_CHECKING, Any, Callable, ContextManager, Iterator, Optional
+from typing import Any, Callable, ContextManager, Iterator, Optional
 
 from .parallel import EpisodeCopy, parallel_round
 from .records import FinishedEnv, Sample
 from .rounds import EpisodeTally, episode_over, episode_summary
+from .sampler import SamplerBase
 from .tree import CandidateStepper, tree_round
-
-if TYPE_CHECKING:
-    from .rollout import RolloutSampler
 
 __all__ = ["stream"]
 
 
-def stream(sampler: RolloutSampler, next_env: Callable[[int], Optional[tuple[int, Any]]], slots: int, *, mode: str,
+def stream(sampler: SamplerBase, next_env: Callable[[int], Optional[tuple[int, Any]]], slots: int, *, mode: str,
            round_guard: Optional[Callable[[], ContextManager[int]]] = None) -> Iterator[FinishedEnv]:
     """See :meth:`RolloutSampler.stream <.rollout.RolloutSampler.stream>`."""
     if mode not in ("tree", "parallel"):

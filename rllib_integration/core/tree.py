@@ -40,8 +40,8 @@ the chosen branches are the same as with ``step_workers=1`` (the sequential path
 steps the candidates on the env itself), given an env whose step is a function of its state
 and the action (tested on Code-v0 with real sandbox runs). Threads pay off because a step
 mostly waits on sandbox processes; see benchmarks/RESULTS.md "Rollouts". The default
-``step_workers=None`` uses :data:`DEFAULT_STEP_WORKERS` threads when the first candidate step of a call takes
-at least :data:`AUTO_STEP_THRESHOLD_S` (it ran a sandbox) and stays sequential otherwise (a pure-Python step
+``step_workers=None`` uses :data:`~.sampler.DEFAULT_STEP_WORKERS` threads when the first candidate step of a call takes
+at least :data:`~.sampler.AUTO_STEP_THRESHOLD_S` (it ran a sandbox) and stays sequential otherwise (a pure-Python step
 costs less than the copies and thread hand-offs would add: benchmarks/RESULTS.md "Rollouts").
 """
 
@@ -50,7 +50,7 @@ from __future__ import annotations
 import copy
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
@@ -60,25 +60,12 @@ from .backends.base import Completion
 from .records import DroppedEpisode, EpisodeSummary, Sample
 from .rounds import (EpisodeTally, PendingStep, StepResult, ask, episode_over, episode_summary, make_sample,
                      one_line, step_result)
+from .sampler import AUTO_STEP_THRESHOLD_S, SamplerBase
 
-if TYPE_CHECKING:
-    from .rollout import RolloutSampler
-
-__all__ = ["collect_tree", "tree_round", "CandidateStepper", "DEFAULT_STEP_WORKERS", "AUTO_STEP_THRESHOLD_S",
-           "TREE_SELECT"]
-
-#: Threads stepping tree candidates when ``RolloutSampler(step_workers=None)``; chosen from
-#: benchmarks/rollout_bench.py (see benchmarks/RESULTS.md "Rollouts").
-DEFAULT_STEP_WORKERS = 8
-#: ``step_workers=None`` goes concurrent only when the first candidate step of a ``collect_tree``
-#: takes at least this long (a sandbox run); a pure-Python step stays sequential, where copies and thread
-#: hand-offs would cost more than the step.
-AUTO_STEP_THRESHOLD_S = 0.002
-#: tree mode's rules for the continued candidate (``RolloutSampler(tree_select=...)``)
-TREE_SELECT = ("best", "sample")
+__all__ = ["collect_tree", "tree_round", "CandidateStepper"]
 
 
-def collect_tree(sampler: RolloutSampler, envs: Sequence[Any]
+def collect_tree(sampler: SamplerBase, envs: Sequence[Any]
                  ) -> tuple[list[Sample], list[EpisodeSummary], list[DroppedEpisode]]:
     """Play every env (reset) to its end; the samples of every candidate, the episodes, the dropped ones."""
     got: list[tuple[int, Sample]] = []
@@ -97,7 +84,7 @@ def collect_tree(sampler: RolloutSampler, envs: Sequence[Any]
     return [s for i, s in got if i not in tally.dropped], episodes, list(tally.dropped.values())
 
 
-def tree_round(sampler: RolloutSampler, envs: Sequence[Any], ids: Sequence[int], active: list[int],
+def tree_round(sampler: SamplerBase, envs: Sequence[Any], ids: Sequence[int], active: list[int],
                tally: EpisodeTally, stepper: CandidateStepper, add: Callable[[int, Sample], None]) -> list[int]:
     """One round over the envs ``active`` (indices into ``envs``; env ``i``'s group keys carry ``ids[i]``): K
     candidates each, stepped by ``stepper``, recorded with ``add(i, sample)``, one continued. Returns the envs
@@ -127,7 +114,7 @@ def tree_round(sampler: RolloutSampler, envs: Sequence[Any], ids: Sequence[int],
     return still
 
 
-def continued_candidate(sampler: RolloutSampler, results: Sequence[StepResult]) -> int:
+def continued_candidate(sampler: SamplerBase, results: Sequence[StepResult]) -> int:
     """The index of the candidate to continue (``sampler.tree_select``)."""
     if sampler.tree_select == "sample":
         pool = [c for c, r in enumerate(results) if r.valid] or list(range(len(results)))

@@ -11,6 +11,10 @@
 * ``worker_faults``: fault injection into a warm bwrap pool with real signals: ``kill_idle(pool)`` SIGKILLs
   its idle workers, ``kill_busy(pool, times)`` a context in which a thread SIGKILLs the zygote of each
   worker that is running a program (``times`` kills at most); see :class:`WorkerFaults`.
+* Ray's temp dir (``RAY_TMPDIR``) is this test process's own, removed at its end: a cluster that another process
+  records in the machine's ``/tmp/ray`` (``ray start``, a test's ``ray.cluster_utils.Cluster`` in a parallel
+  pytest worker or another suite) is never joined by a plain ``ray.init()`` here, and the session folders of the
+  suite's Ray instances do not pile up in ``/tmp/ray``.
 * ``LLM_MARL_CHECK_SLOW=1`` (optionally ``LLM_MARL_SLOW_S=<seconds>``, default 5): a test not marked
   ``slow`` whose call takes longer fails, naming its duration and the marker to add. Off by default,
   so a loaded machine never fails the suite on time.
@@ -18,11 +22,14 @@
 
 from __future__ import annotations
 
+import atexit
 import contextlib
-import os
 import gc
+import os
+import shutil
 import signal
 import sys
+import tempfile
 import threading
 import time
 import warnings
@@ -33,6 +40,10 @@ import pytest
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+if "RAY_TMPDIR" not in os.environ:  # short: Ray's unix socket paths under it must stay below 108 bytes
+    os.environ["RAY_TMPDIR"] = _RAY_TMP = tempfile.mkdtemp(prefix="ray-t", dir="/tmp")
+    atexit.register(shutil.rmtree, _RAY_TMP, ignore_errors=True)
 
 SANDBOX_VAR = "LLM_MARL_TEST_SANDBOX"
 _POOL_OPTIONS = ("warm", "pool_size", "preload")  # options of a warm (fork-server) pool

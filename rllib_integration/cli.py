@@ -197,14 +197,27 @@ def _listing(paths: Sequence[Path], n: int = 4) -> str:
 def check_output_dir(out: str | os.PathLike, *, overwrite: bool = False) -> Path:
     """Check that a run may write in ``out`` (before Ray starts; nothing is created): it is not a file,
     can be created, and is empty unless ``overwrite``. Raises :class:`~.settings.UsageError` saying what to do."""
+    path = _output_dir(out)
+    if not overwrite:
+        _check_empty(path)
+    return path
+
+
+def _output_dir(out: str | os.PathLike) -> Path:
+    """``out`` as the path of a folder a run can write in: not a file, and it can be created (nothing is)."""
     from .export import check_out_dir
 
-    path = check_out_dir(out, what="--output-dir (run.output_dir)")
-    if overwrite or not path.is_dir():
-        return path
+    return check_out_dir(out, what="--output-dir (run.output_dir)")
+
+
+def _check_empty(path: Path) -> None:
+    """That the folder ``path`` (if there is one) holds nothing but a run's lock: else a one-line
+    :class:`~.settings.UsageError` naming what it holds (a previous run's outputs or other files) and what to do."""
+    if not path.is_dir():
+        return
     entries = sorted(p for p in path.iterdir() if p.name != LOCK_FILE)
     if not entries:
-        return path
+        return
     previous = _previous_run(path)
     if previous:
         raise UsageError(f"output directory {str(path)!r} holds a previous run ({_listing(previous)}); add --overwrite "
@@ -492,11 +505,13 @@ def train(config_path: Optional[str] = None, sets: Sequence[str] = (), *, num_cp
         cfg["env"]["modules"] = resolve_modules([*cfg["env"]["modules"], *imports])
         check_trackers(cfg["run"]["trackers"])
         out = Path(cfg["run"]["output_dir"]).expanduser()
-        if resume is None:
-            out = check_output_dir(out, overwrite=True)  # a folder a run can write in; what it holds: once locked
-        lock = _RunLock(out)
-        if resume is None:
-            check_output_dir(out, overwrite=overwrite)
+        if resume is not None:  # the run's own directory, its outputs in it
+            lock = _RunLock(out)
+        else:  # checked in two halves around the lock, which makes the folder: one a run can write in, then empty
+            out = _output_dir(out)
+            lock = _RunLock(out)
+            if not overwrite:
+                _check_empty(out)  # once locked: a run that holds the folder is refused as such, not for its files
         if on_locked is not None:
             on_locked()
         check_run_config(cfg, num_cpus=num_cpus)

@@ -54,10 +54,15 @@ import sys
 import time
 import types
 from pathlib import Path
-from typing import Any, Callable, Iterator, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Sequence
 
 from .resources import cluster_address, ray_address_file
 from .settings import ConfigError, UsageError, default_of, load_config
+
+if TYPE_CHECKING:
+    from .algorithm import ATGRPO, ATGRPOConfig
+    from .core.metrics import MetricsWriter
+    from .run_logs import RunLoggers, TranscriptWriter
 
 __all__ = ["main", "train", "evaluate_checkpoint", "evaluate_config", "check_run_config", "check_output_dir",
            "check_ray_address", "version", "resolve_modules", "RunStopped", "RUN_OUTPUTS", "LOCK_FILE"]
@@ -197,14 +202,27 @@ def _listing(paths: Sequence[Path], n: int = 4) -> str:
 def check_output_dir(out: str | os.PathLike, *, overwrite: bool = False) -> Path:
     """Check that a run may write in ``out`` (before Ray starts; nothing is created): it is not a file,
     can be created, and is empty unless ``overwrite``. Raises :class:`~.settings.UsageError` saying what to do."""
+    path = _output_dir(out)
+    if not overwrite:
+        _check_empty(path)
+    return path
+
+
+def _output_dir(out: str | os.PathLike) -> Path:
+    """``out`` as the path of a folder a run can write in: not a file, and it can be created (nothing is)."""
     from .export import check_out_dir
 
-    path = check_out_dir(out, what="--output-dir (run.output_dir)")
-    if overwrite or not path.is_dir():
-        return path
+    return check_out_dir(out, what="--output-dir (run.output_dir)")
+
+
+def _check_empty(path: Path) -> None:
+    """That the folder ``path`` (if there is one) holds nothing but a run's lock: else a one-line
+    :class:`~.settings.UsageError` naming what it holds (a previous run's outputs or other files) and what to do."""
+    if not path.is_dir():
+        return
     entries = sorted(p for p in path.iterdir() if p.name != LOCK_FILE)
     if not entries:
-        return path
+        return
     previous = _previous_run(path)
     if previous:
         raise UsageError(f"output directory {str(path)!r} holds a previous run ({_listing(previous)}); add --overwrite "
@@ -466,6 +484,291 @@ def _resume_checkpoint(out: Path, quiet: bool) -> Optional[Path]:
     return None
 
 
+def _set_up_stop_line(signum: int, resume: Optional[str]) -> str:
+    """What a signal during set-up says: nothing was written (a new run), or how to resume the run."""
+    import signal
+
+    name = signal.Signals(signum).name
+    if resume is None:
+        return f"llm-marl: stopped by {name} during set-up, before anything was written; run the same command again"
+    return (f"llm-marl: stopped by {name} during set-up; resume with: llm-marl train --resume "
+            f"{Path(resume).expanduser()}")  # the directory as given: its config may be unread yet
+
+
+class _Run:
+    """One run of :func:`train`: its state, and a method per step, in the order ``train`` takes them. The set-up
+    steps (:meth:`setting_up`) complete or are undone; the steps after them (:meth:`running`) are always closed."""
+
+    cfg: dict
+    out: Path
+    ckpt_from: Optional[Path]  # the checkpoint a resumed run continues from (None: it starts over)
+    algo_config: ATGRPOConfig
+    bars: bool
+    t0: float  # when the algorithm's build began: the set-up time and the run's wall time count from there
+    algo: ATGRPO
+    start: int  # the iteration it starts after
+    writer: MetricsWriter
+    ckpt: str
+    png: str
+
+    def __init__(self, *, resume: Optional[str], overwrite: bool, quiet: bool, num_cpus: Optional[int]):
+        self.resume, self.overwrite, self.quiet, self.num_cpus = resume, overwrite, quiet, num_cpus
+        self.lock: Optional[_RunLock] = None
+        self.started_ray = False
+        self.wrote = False  # something written in the output directory: it is kept
+        self.tb: Optional[RunLoggers] = None
+        self.transcripts: Optional[TranscriptWriter] = None
+        self.saved: Optional[int] = None  # the iteration of the newest checkpoint
+        self.signals = _Signals()
+
+    @property
+    def iterations(self) -> int:
+        return self.cfg["run"]["iterations"]
+
+    # ------------------------------------------------------------------ set-up
+    @contextlib.contextmanager
+    def setting_up(self) -> Iterator[None]:
+        """Around the set-up steps: if one fails, Ray (started here) is shut down, the lock let go and the folders
+        this run made removed, the signal handlers restored; a signal's :class:`RunStopped` gets its set-up line."""
+        try:
+            yield
+        except BaseException as e:
+            self.signals.closing = True
+            if self.started_ray:
+                import ray
+
+                ray.shutdown()
+            if self.lock is not None:
+                self.lock.release(remove_dir=True)
+            self.signals.restore()
+            if isinstance(e, RunStopped):
+                raise RunStopped(e.signum, _set_up_stop_line(e.signum, self.resume)) from None
+            raise
+
+    def read_settings(self, config_path: Optional[str], sets: Sequence[str], imports: Sequence[str]) -> None:
+        """The run config (resuming: the run's own config.yaml, ``run.*`` changes only), its task modules (recorded
+        as :func:`resolve_modules` writes them) and its trackers, checked."""
+        from .run_logs import check_trackers
+
+        if self.resume is not None and (config_path is not None or self.overwrite):
+            raise UsageError("--resume continues a run with its own config.yaml: give no CONFIG and no --overwrite")
+        cfg = _resume_config(self.resume, sets) if self.resume is not None else load_config(config_path, list(sets))
+        cfg["env"]["modules"] = resolve_modules([*cfg["env"]["modules"], *imports])
+        check_trackers(cfg["run"]["trackers"])
+        self.cfg = cfg
+
+    def lock_output_dir(self, on_locked: Optional[Callable[[], Any]]) -> None:
+        """The output directory, locked before anything slow (then ``on_locked()``). A new run's is checked in two
+        halves around the lock, which makes it: a folder a run can write in, then, once locked (a run that holds it
+        is refused as such, not for its files), empty unless ``--overwrite``. A resumed run's holds its outputs."""
+        self.out = Path(self.cfg["run"]["output_dir"]).expanduser()
+        if self.resume is not None:
+            self.lock = _RunLock(self.out)
+        else:
+            self.out = _output_dir(self.out)
+            self.lock = _RunLock(self.out)
+            if not self.overwrite:
+                _check_empty(self.out)
+        if on_locked is not None:
+            on_locked()
+
+    def check_before_ray(self) -> None:
+        """Everything checkable before Ray starts: the config against the env (:func:`check_run_config`), the
+        checkpoint to resume from, the Ray address, then (Ray and torch imported) the algorithm's config."""
+        check_run_config(self.cfg, num_cpus=self.num_cpus)
+        self.ckpt_from = _resume_checkpoint(self.out, self.quiet) if self.resume is not None else None
+        check_ray_address()
+        import ray  # noqa: F401  (before torch, as the run always imported them)
+        import torch
+
+        torch.set_num_threads(1)
+        from .algorithm import ATGRPOConfig
+
+        self.algo_config = ATGRPOConfig.from_run_config(self.cfg)
+        self.algo_config.validate()
+
+    def start_ray(self, progress_bars: bool) -> None:
+        """Ray, where the run needs it (:func:`_start_ray`); a SIGTERM that Ray's own handler takes meanwhile stops
+        the run (:meth:`_Signals.ray_start`)."""
+        import ray
+
+        cfg = self.cfg
+        # W&B's Tune callback logs from a Ray actor of its own
+        need_ray = (cfg["rollout"]["num_rollout_actors"] > 0 or cfg["resources"]["num_learners"] > 0
+                    or any(t["type"] == "wandb" for t in cfg["run"]["trackers"]))
+        # progress bars only on a terminal: redirected, each redraw would be another (huge) line of the log
+        self.bars = not self.quiet and (progress_bars or sys.stderr.isatty())
+        if need_ray:
+            self.started_ray = not ray.is_initialized()
+            with self.signals.ray_start():
+                _start_ray(cfg["env"]["modules"], self.num_cpus, progress=self.bars)
+
+    def build_algorithm(self) -> None:
+        """The algorithm, built (with its warm start, if any) or restored from the checkpoint to resume from, once
+        its resources are checked against the cluster."""
+        from .algorithm import ATGRPO
+
+        self.t0 = time.perf_counter()
+        if self.bars:
+            self.algo_config.rollouts(progress_bars=True)
+        self.algo_config.check_resources()  # against the cluster (with RAY_ADDRESS) before any actor starts
+        algo = (ATGRPO.from_checkpoint(self.ckpt_from, config=self.algo_config) if self.ckpt_from is not None
+                else self.algo_config.build_algo())
+        assert isinstance(algo, ATGRPO)
+        self.algo = algo
+        self.start = int(algo.iteration)
+        self.saved = self.start if self.ckpt_from is not None else None
+
+    # ------------------------------------------------------------------ the run
+    @contextlib.contextmanager
+    def running(self) -> Iterator[None]:
+        """Around the steps after set-up: a signal's :class:`RunStopped` gets the line that says how to resume; the
+        run is closed however it ends (:meth:`close`); a signal while it closed is raised after."""
+        try:
+            yield
+        except RunStopped as e:
+            raise RunStopped(e.signum, _resume_line(self.out, e.signum, self.saved)) from None
+        finally:
+            self.close(failed=sys.exc_info()[0] is not None)
+        if self.signals.signum is not None:  # while the run closed: it is complete
+            raise RunStopped(self.signals.signum, _resume_line(self.out, self.signals.signum, self.saved))
+
+    def open_outputs(self) -> None:
+        """The output directory readied (``--overwrite``: a previous run's files removed), then opened: config.yaml,
+        the metrics writer and the loggers (resumed: rolled back to its checkpoint), the transcripts."""
+        import yaml
+
+        from .core.metrics import MetricsWriter
+        from .run_logs import RunLoggers, TranscriptWriter
+
+        cfg, out, resumed = self.cfg, self.out, self.ckpt_from is not None
+        run_cfg = yaml.safe_dump(cfg, sort_keys=False)
+        if self.resume is None:
+            _open_output_dir(out, overwrite=self.overwrite)
+        self.wrote = True
+        (out / "config.yaml").write_text(run_cfg)
+        self.writer = MetricsWriter(out, resume_after=self.start if resumed else None)
+        self.tb = RunLoggers(out, trackers=cfg["run"]["trackers"], run_config=cfg, name=cfg["run"]["name"],
+                             replay=self.writer.rows if resumed else ())
+        self.algo.keep_transcripts = cfg["run"]["transcripts_per_iteration"]
+        if self.algo.keep_transcripts:
+            self.transcripts = TranscriptWriter(out, resume_after=self.start if resumed else None)
+
+    def report_set_up(self) -> None:
+        """The lines that say what was set up: the run (task, policies, set-up time, output directory), the warm
+        start's loss."""
+        if self.quiet:
+            return
+        cfg, ckpt_from, ws = self.cfg, self.ckpt_from, self.algo.warm_start_metrics
+        how = f"resumed at iteration {self.start} from {ckpt_from.name}/, " if ckpt_from is not None else ""
+        print(f"llm-marl: {cfg['env']['id']} {cfg['specialization']} policies={self.algo.policy_mapping} "
+              f"({how}setup {time.perf_counter() - self.t0:.1f}s) -> {self.out}", flush=True)
+        if ws is not None:
+            held = (f", held-out demo loss {ws['heldout_loss_before']:.3f} -> {ws['heldout_loss_after']:.3f}"
+                    if "heldout_loss_before" in ws else "")
+            print(f"warm start: loss {ws['loss_first_epoch']:.3f} -> {ws['loss_last_epoch']:.3f}{held} "
+                  f"({ws['time_s']:.1f}s)", flush=True)
+
+    def first_evaluation(self) -> None:
+        """The starting points of the learning curve on the eval split, unless resumed: before the warm start
+        (iteration -1, evaluated in set-up) and before RL (iteration 0)."""
+        if not self.cfg["evaluation"]["interval"] or self.ckpt_from is not None:
+            return
+        ws, iterations = self.algo.warm_start_metrics, self.iterations
+        if ws is not None and "eval_before" in ws:
+            self._record({"training_iteration": -1, "evaluation": ws["eval_before"]})
+            if not self.quiet:
+                print(f"[iter  -1/{iterations}] {_eval_text(ws['eval_before'])} (before the warm start)", flush=True)
+        ev0 = ws["eval_after"] if ws is not None and "eval_after" in ws else self.algo.evaluate()
+        self._record({"training_iteration": 0, "evaluation": ev0})
+        if not self.quiet:
+            when = "after the warm start, before RL" if ws is not None else "before training"
+            print(f"[iter   0/{iterations}] {_eval_text(ev0)} ({when}, {ev0.get('time_s', 0):.1f}s)", flush=True)
+
+    def iterate(self) -> None:
+        """The iterations, each a step (:class:`_Signals`): trained, checkpointed every ``run.checkpoint_every``,
+        recorded, reported; after a signal, checkpointed (if not just now) and stopped."""
+        every, iterations, signals = self.cfg["run"]["checkpoint_every"], self.iterations, self.signals
+        for i in range(self.start + 1, iterations + 1):
+            signals.in_step = True
+            result = self.algo.train()
+            if every and i % every == 0 and i < iterations:
+                self._checkpoint(f"checkpoint_{i:04d}")  # before its metrics row: rows never run ahead of checkpoints
+            self._record(result)
+            if self.transcripts is not None:
+                self.transcripts.write(self.algo.last_transcripts)
+            if not self.quiet:
+                print(_progress(i, iterations, result), flush=True)
+            signals.in_step = False
+            if signals.signum is not None:
+                if self.saved != i:
+                    self._checkpoint(f"checkpoint_{i:04d}")
+                raise RunStopped(signals.signum)
+
+    def finish(self) -> None:
+        """The final checkpoint (a step; unless the last iteration's is it) and the learning curve; a signal that came
+        meanwhile stops the run now."""
+        from .core.plotting import curve_labels, plot_learning_curve
+
+        self.signals.in_step = True
+        self.ckpt = str((self.out / "checkpoint").resolve())
+        if self.saved != self.iterations or not (self.out / "checkpoint").exists():
+            self._checkpoint("checkpoint")
+        self.signals.in_step = False
+        self.png = plot_learning_curve(self.writer.rows, self.out / "learning_curve.png", labels=curve_labels(self.cfg))
+        if self.signals.signum is not None:
+            raise RunStopped(self.signals.signum)
+
+    def close(self, *, failed: bool) -> None:
+        """Whatever happened: the loggers closed (``failed``: as failed), the algorithm stopped, Ray (started here)
+        shut down, the lock let go (with the folders this run made, if it wrote nothing), the signal handlers
+        restored; a signal meanwhile is noted (:meth:`running` raises it after)."""
+        self.signals.closing = True
+        if self.tb is not None:
+            self.tb.close(failed=failed)
+        self.algo.stop()
+        if self.started_ray:
+            import ray
+
+            ray.shutdown()
+        assert self.lock is not None
+        self.lock.release(remove_dir=not self.wrote)
+        self.signals.restore()
+
+    def summary(self) -> dict:
+        """What the run made, printed (unless quiet) with its closing line."""
+        summary = {"output_dir": str(self.out), "checkpoint": self.ckpt, "learning_curve": self.png,
+                   "metrics": str(self.writer.jsonl), "iterations": self.iterations,
+                   "success_rate": [r.get("success_rate") for r in self.writer.rows],
+                   "wall_s": time.perf_counter() - self.t0}
+        if not self.quiet:
+            print(json.dumps({k: v for k, v in summary.items() if k != "success_rate"}, indent=1))
+            print(closing_line(self.writer.rows, summary, transcripts=self.transcripts), flush=True)
+        return summary
+
+    # ------------------------------------------------------------------ helpers of the steps
+    def _record(self, row: dict) -> None:
+        """A row of the run's metrics: metrics.jsonl/.csv, then the loggers."""
+        assert self.tb is not None
+        self.writer.write(row)
+        self.tb.write(row)
+
+    def _checkpoint(self, name: str) -> None:
+        """``OUT/name/``, written as a step (a first signal lets it finish); then the newest ``run.keep`` kept."""
+        from .checkpoints import prune
+
+        self.signals.in_step = True
+        try:
+            self.algo.save_to_path(str((self.out / name).resolve()), run_config=self.cfg)
+        except OSError as e:  # a full disk, a quota: the half-written one is never taken for a checkpoint
+            saved, out = self.saved, self.out
+            where = f"the checkpoint of iteration {saved}" if saved is not None else "the start (no checkpoint yet)"
+            raise UsageError(f"cannot write {name}/ in {str(out)!r} ({e.strerror or e}); make room, then resume "
+                             f"from {where} with: llm-marl train --resume {out}") from None
+        self.saved = int(self.algo.iteration)
+        prune(self.out, self.cfg["run"]["keep"])
+
+
 def train(config_path: Optional[str] = None, sets: Sequence[str] = (), *, num_cpus: Optional[int] = None,
           quiet: bool = False, imports: Sequence[str] = (), overwrite: bool = False,
           progress_bars: bool = default_of("rollout.progress_bars"), resume: Optional[str] = None,
@@ -478,176 +781,20 @@ def train(config_path: Optional[str] = None, sets: Sequence[str] = (), *, num_cp
     is read, before anything slow (``on_locked`` is called then): of two runs on one directory the first started
     wins. SIGINT/SIGTERM stop it after the current iteration with a checkpoint (a second signal at once) and raise
     :class:`RunStopped` naming the command that resumes it."""
-    from .checkpoints import prune
-    from .run_logs import RunLoggers, TranscriptWriter, check_trackers
-
-    signals = _Signals()
-    lock: Optional[_RunLock] = None
-    started_ray = False
-    wrote = False
-    try:
-        if resume is not None and (config_path is not None or overwrite):
-            raise UsageError("--resume continues a run with its own config.yaml: give no CONFIG and no --overwrite")
-        cfg = _resume_config(resume, sets) if resume is not None else load_config(config_path, list(sets))
-        cfg["env"]["modules"] = resolve_modules([*cfg["env"]["modules"], *imports])
-        check_trackers(cfg["run"]["trackers"])
-        out = Path(cfg["run"]["output_dir"]).expanduser()
-        if resume is None:
-            out = check_output_dir(out, overwrite=True)  # a folder a run can write in; what it holds: once locked
-        lock = _RunLock(out)
-        if resume is None:
-            check_output_dir(out, overwrite=overwrite)
-        if on_locked is not None:
-            on_locked()
-        check_run_config(cfg, num_cpus=num_cpus)
-        ckpt_from = _resume_checkpoint(out, quiet) if resume is not None else None
-        check_ray_address()
-        import ray
-        import torch
-
-        torch.set_num_threads(1)
-        from .algorithm import ATGRPO, ATGRPOConfig
-        from .core.metrics import MetricsWriter
-        from .core.plotting import curve_labels, plot_learning_curve
-
-        algo_config = ATGRPOConfig.from_run_config(cfg)
-        algo_config.validate()
-        import yaml
-
-        # W&B's Tune callback logs from a Ray actor of its own
-        need_ray = (cfg["rollout"]["num_rollout_actors"] > 0 or cfg["resources"]["num_learners"] > 0
-                    or any(t["type"] == "wandb" for t in cfg["run"]["trackers"]))
-        # progress bars only on a terminal: redirected, each redraw would be another (huge) line of the log
-        bars = not quiet and (progress_bars or sys.stderr.isatty())
-        if need_ray:
-            started_ray = not ray.is_initialized()
-            with signals.ray_start():
-                _start_ray(cfg["env"]["modules"], num_cpus, progress=bars)
-        iterations = cfg["run"]["iterations"]
-        t0 = time.perf_counter()
-        if bars:
-            algo_config.rollouts(progress_bars=True)
-        algo_config.check_resources()  # against the cluster (with RAY_ADDRESS) before any actor starts
-        algo = (ATGRPO.from_checkpoint(ckpt_from, config=algo_config) if ckpt_from is not None
-                else algo_config.build_algo())
-        assert isinstance(algo, ATGRPO)
-    except BaseException as e:
-        signals.closing = True
-        if started_ray:
-            ray.shutdown()
-        if lock is not None:
-            lock.release(remove_dir=True)
-        signals.restore()
-        if isinstance(e, RunStopped):
-            import signal
-
-            name = signal.Signals(e.signum).name
-            raise RunStopped(e.signum, f"llm-marl: stopped by {name} during set-up, before anything was written; "
-                                       "run the same command again" if resume is None else
-                             f"llm-marl: stopped by {name} during set-up; resume with: llm-marl train --resume "
-                             f"{Path(resume).expanduser()}") from None  # (its config may be unread yet)
-        raise
-    tb: Optional[RunLoggers] = None
-    transcripts: Optional[TranscriptWriter] = None
-    start = int(algo.iteration)
-    saved: Optional[int] = start if ckpt_from is not None else None
-    every, keep = cfg["run"]["checkpoint_every"], cfg["run"]["keep"]
-    run_cfg = yaml.safe_dump(cfg, sort_keys=False)
-
-    def checkpoint(name: str) -> None:
-        nonlocal saved
-        signals.in_step = True
-        try:
-            algo.save_to_path(str((out / name).resolve()), run_config=cfg)
-        except OSError as e:  # a full disk, a quota: the half-written one is never taken for a checkpoint
-            where = f"the checkpoint of iteration {saved}" if saved is not None else "the start (no checkpoint yet)"
-            raise UsageError(f"cannot write {name}/ in {str(out)!r} ({e.strerror or e}); make room, then resume "
-                             f"from {where} with: llm-marl train --resume {out}") from None
-        saved = int(algo.iteration)
-        prune(out, keep)
-
-    try:
-        if resume is None:
-            _open_output_dir(out, overwrite=overwrite)
-        wrote = True
-        (out / "config.yaml").write_text(run_cfg)
-        writer = MetricsWriter(out, resume_after=start if ckpt_from is not None else None)
-        tb = RunLoggers(out, trackers=cfg["run"]["trackers"], run_config=cfg, name=cfg["run"]["name"],
-                        replay=writer.rows if ckpt_from is not None else ())
-        algo.keep_transcripts = cfg["run"]["transcripts_per_iteration"]
-        if algo.keep_transcripts:
-            transcripts = TranscriptWriter(out, resume_after=start if ckpt_from is not None else None)
-        if not quiet:
-            how = f"resumed at iteration {start} from {ckpt_from.name}/, " if ckpt_from is not None else ""
-            print(f"llm-marl: {cfg['env']['id']} {cfg['specialization']} policies={algo.policy_mapping} "
-                  f"({how}setup {time.perf_counter() - t0:.1f}s) -> {out}", flush=True)
-        ws = algo.warm_start_metrics
-        if ws is not None and not quiet:
-            held = (f", held-out demo loss {ws['heldout_loss_before']:.3f} -> {ws['heldout_loss_after']:.3f}"
-                    if "heldout_loss_before" in ws else "")
-            print(f"warm start: loss {ws['loss_first_epoch']:.3f} -> {ws['loss_last_epoch']:.3f}{held} "
-                  f"({ws['time_s']:.1f}s)", flush=True)
-        if cfg["evaluation"]["interval"] and ckpt_from is None:
-            # The starting points of the learning curve on the eval split: before the warm start
-            # (iteration -1, evaluated in setup) and before RL (iteration 0).
-            if ws is not None and "eval_before" in ws:
-                writer.write({"training_iteration": -1, "evaluation": ws["eval_before"]})
-                tb.write({"training_iteration": -1, "evaluation": ws["eval_before"]})
-                if not quiet:
-                    print(f"[iter  -1/{iterations}] {_eval_text(ws['eval_before'])} (before the warm start)",
-                          flush=True)
-            ev0 = ws["eval_after"] if ws is not None and "eval_after" in ws else algo.evaluate()
-            writer.write({"training_iteration": 0, "evaluation": ev0})
-            tb.write({"training_iteration": 0, "evaluation": ev0})
-            if not quiet:
-                when = "after the warm start, before RL" if ws is not None else "before training"
-                print(f"[iter   0/{iterations}] {_eval_text(ev0)} ({when}, {ev0.get('time_s', 0):.1f}s)",
-                      flush=True)
-        for i in range(start + 1, iterations + 1):
-            signals.in_step = True
-            result = algo.train()
-            if every and i % every == 0 and i < iterations:
-                checkpoint(f"checkpoint_{i:04d}")  # before its metrics row: rows never run ahead of checkpoints
-            writer.write(result)
-            tb.write(result)
-            if transcripts is not None:
-                transcripts.write(algo.last_transcripts)
-            if not quiet:
-                print(_progress(i, iterations, result), flush=True)
-            signals.in_step = False
-            if signals.signum is not None:
-                if saved != i:
-                    checkpoint(f"checkpoint_{i:04d}")
-                raise RunStopped(signals.signum)
-        signals.in_step = True
-        ckpt = str((out / "checkpoint").resolve())
-        if saved != iterations or not (out / "checkpoint").exists():
-            checkpoint("checkpoint")
-        signals.in_step = False
-        png = plot_learning_curve(writer.rows, out / "learning_curve.png", labels=curve_labels(cfg))
-        if signals.signum is not None:
-            raise RunStopped(signals.signum)
-    except RunStopped as e:
-        raise RunStopped(e.signum, _resume_line(out, e.signum, saved)) from None
-    finally:
-        signals.closing = True
-        if tb is not None:
-            tb.close(failed=sys.exc_info()[0] is not None)
-        algo.stop()
-        if started_ray:
-            ray.shutdown()
-        lock.release(remove_dir=not wrote)
-        signals.restore()
-    if signals.signum is not None:  # while the run closed: it is complete
-        raise RunStopped(signals.signum, _resume_line(out, signals.signum, saved))
-    summary = {"output_dir": str(out), "checkpoint": ckpt, "learning_curve": png,
-               "metrics": str(writer.jsonl), "iterations": iterations,
-               "success_rate": [r.get("success_rate") for r in writer.rows],
-               "wall_s": time.perf_counter() - t0}
-    if not quiet:
-        print(json.dumps({k: v for k, v in summary.items() if k != "success_rate"}, indent=1))
-        print(closing_line(writer.rows, summary, transcripts=transcripts), flush=True)
-    return summary
+    run = _Run(resume=resume, overwrite=overwrite, quiet=quiet, num_cpus=num_cpus)
+    with run.setting_up():  # if it fails: undone (Ray, the lock, the folders this run made)
+        run.read_settings(config_path, sets, imports)
+        run.lock_output_dir(on_locked)
+        run.check_before_ray()
+        run.start_ray(progress_bars)
+        run.build_algorithm()
+    with run.running():  # however it ends: closed (loggers, algorithm, Ray, the lock)
+        run.open_outputs()
+        run.report_set_up()
+        run.first_evaluation()
+        run.iterate()
+        run.finish()
+    return run.summary()
 
 
 def closing_line(rows: Sequence[dict], summary: dict, *, transcripts: Any = None) -> str:

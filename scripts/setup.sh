@@ -43,7 +43,7 @@ if ! $PY -c 'import torch, sys; sys.exit(0 if torch.__version__.startswith("2.13
   $PY -m pip install -q torch==2.13.0
 fi
 if [ "$profile" = all ]; then
-  extras="train,test,mlflow"; probe="hypothesis, docker, ruff, mypy, mlflow, "  # mlflow: run.trackers' test
+  extras="train,test,mlflow"; probe="hypothesis, xdist, docker, ruff, mypy, mlflow, "  # mlflow: run.trackers' test
 else
   extras="train"; probe=""
 fi

@@ -2,8 +2,23 @@
 # The README's test command: installs everything, starts a Docker engine, runs the tests.
 # A Docker engine this script started (none answered before) is stopped when it exits; one that was
 # already running is left alone.
+#   bash scripts/test.sh [--fast] [PYTEST ARGS...]
+# The tests run in LLM_MARL_TEST_WORKERS pytest-xdist processes (default 2, one a core of the 2-core CI
+# machine; 0: in this process), a test file to a worker (--dist loadfile: a file's module fixtures are made once).
+# --fast: the development lane, the tests not marked slow (-m "not slow").
 set -euo pipefail
 cd "$(dirname "$0")/.."
+lane=()
+if [ "${1:-}" = --fast ]; then
+  shift
+  lane=(-m "not slow")
+fi
+workers=${LLM_MARL_TEST_WORKERS:-2}
+case "$workers" in
+  0) parallel=() ;;
+  [1-9]|[1-9][0-9]) parallel=(-n "$workers" --dist loadfile) ;;
+  *) echo "[test] LLM_MARL_TEST_WORKERS=$workers: give a number of pytest workers (0: none)" >&2; exit 2 ;;
+esac
 bash scripts/setup.sh
 
 started_dockerd=()  # pids of the dockerd this script started
@@ -42,5 +57,5 @@ else
   echo "[test] no Docker engine: docker tests will be skipped"
 fi
 rc=0
-"${PYTHON:-python3}" -m pytest -q --durations=25 "$@" || rc=$?
+"${PYTHON:-python3}" -m pytest -q --durations=25 ${parallel[@]+"${parallel[@]}"} ${lane[@]+"${lane[@]}"} "$@" || rc=$?
 exit $rc

@@ -35,9 +35,9 @@ class SamplerBase:
     """The sampler's settings and the state its modes share; the arguments are
     :class:`.rollout.RolloutSampler`'s."""
 
-    def __init__(self, backend: GenerationBackend, policy_mapping: PolicyMap, params: SamplingParams,
-                 k: int = 4, *, chat: bool = True, system_prompt: Optional[str] = None, max_steps: int = 1000,
-                 step_workers: Optional[int] = None, tree_select: str = "best"):
+    def __init__(self, backend: GenerationBackend, policy_mapping: PolicyMap, params: SamplingParams, k: int, *,
+                 chat: bool, system_prompt: Optional[str], max_steps: int, step_workers: Optional[int],
+                 tree_select: str):  # the defaults are RolloutSampler's, the public constructor
         if k < 1:
             raise ValueError(f"k must be >= 1, got {k}")
         if tree_select not in TREE_SELECT:

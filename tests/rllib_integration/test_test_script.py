@@ -56,7 +56,8 @@ def stubs(tmp_path):
         (bin_dir / name).write_text(text)
         (bin_dir / name).chmod(0o755)
     state = tmp_path / "engine"
-    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "PYTHON": str(bin_dir / "python"),
+    env = {**{k: v for k, v in os.environ.items() if k != "LLM_MARL_TEST_WORKERS"},
+           "PATH": f"{bin_dir}:{os.environ['PATH']}", "PYTHON": str(bin_dir / "python"),
            "STUB_STATE": str(state), "DOCKERD_LOG": str(tmp_path / "dockerd.log")}
     started: list[int] = []
     yield repo, env, state, started
@@ -83,7 +84,8 @@ def test_test_sh_stops_the_dockerd_it_started(stubs):
     pid = _pid(state)
     started.append(pid)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "python -m pytest -q --durations=25 -k x" in Path(f"{state}.log").read_text()  # the tests ran, with its args
+    # the tests ran, in 2 workers, with its args
+    assert "python -m pytest -q --durations=25 -n 2 --dist loadfile -k x" in Path(f"{state}.log").read_text()
     assert _gone(pid), "scripts/test.sh left the dockerd it started running"
 
 
@@ -110,3 +112,31 @@ def test_test_sh_passes_on_the_tests_exit_status(stubs):
     started.append(_pid(state))
     assert proc.returncode == 3, proc.stdout + proc.stderr
     assert _gone(_pid(state))
+
+
+@pytest.mark.parametrize("workers, args, expected", [
+    (None, ["--fast"], "-n 2 --dist loadfile -m not slow"),
+    ("0", ["-k", "x"], "-k x"),
+    ("0", ["--fast", "-x"], "-m not slow -x"),
+    ("1", [], "-n 1 --dist loadfile"),
+])
+def test_test_sh_lanes_and_workers(stubs, workers, args, expected):
+    """``--fast`` runs the tests not marked slow; LLM_MARL_TEST_WORKERS sets the pytest workers (0: none)."""
+    repo, env, state, started = stubs
+    if workers is not None:
+        env["LLM_MARL_TEST_WORKERS"] = workers
+    proc = subprocess.run(["bash", str(repo / "scripts" / "test.sh"), *args], env=env, capture_output=True, text=True,
+                          timeout=120)
+    started.append(_pid(state))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    runs = [line for line in Path(f"{state}.log").read_text().splitlines() if " -m pytest " in line]
+    assert runs == [f"python -m pytest -q --durations=25 {expected}".rstrip()]
+
+
+def test_test_sh_refuses_a_bad_worker_count_before_anything_runs(stubs):
+    repo, env, state, started = stubs
+    env["LLM_MARL_TEST_WORKERS"] = "two"
+    proc = subprocess.run(["bash", str(repo / "scripts" / "test.sh")], env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 2 and "LLM_MARL_TEST_WORKERS=two" in proc.stderr
+    assert not state.exists() and not Path(f"{state}.log").exists()  # no engine started, no tests run

@@ -9,25 +9,21 @@ dead worker would have returned (asynchronously, the new worker has the newest w
 :meth:`RolloutWorkerPool.submit` / :meth:`~RolloutWorkerPool.collect` let a batch be generated while the
 learner works (asynchronous training, :mod:`.pipeline`).
 
-The pool talks to its workers through one interface, :class:`_WorkerHandle`, with two forms:
-:class:`_ActorWorker` (a Ray actor: a call returns an ``ObjectRef``; it can die and be restarted) and
-:class:`_InProcessWorker` (``n == 0``: calls run at once, a sample when collected or in a background thread;
-it never dies).
+The pool talks to its workers through one interface with two forms (:mod:`.worker_forms`): a Ray actor, which can
+die and be restarted, or the one in-process worker of ``n == 0``, which never dies.
 """
 
 from __future__ import annotations
 
-import concurrent.futures
 import dataclasses
 import logging
-import queue
-import threading
 from operator import methodcaller
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 from .core import seeding
 from .rollout_worker import RolloutWorker, TrainSeeds, WorkerSpec
 from .settings import default_of
+from .worker_forms import ActorWorker, InProcessWorker, WorkerHandle
 
 __all__ = ["RolloutWorkerPool", "SampleJob"]
 
@@ -40,277 +36,14 @@ class SampleJob:
 
     parts: list[tuple[int, list[int], int]]  # (part index, seeds, env offset)
     options: dict[str, Any]
-    calls: dict[int, tuple["_WorkerHandle", Any]] = dataclasses.field(default_factory=dict)  # part -> (worker, call)
-    sets_before: list[tuple[int, "_WorkerHandle", Any]] = dataclasses.field(default_factory=list)  # pushes before it
+    calls: dict[int, tuple[WorkerHandle, Any]] = dataclasses.field(default_factory=dict)  # part -> (worker, call)
+    sets_before: list[tuple[int, WorkerHandle, Any]] = dataclasses.field(default_factory=list)  # pushes before it
 
     def kwargs(self, j: int, offset: int) -> dict[str, Any]:
         """``RolloutWorker.sample`` keywords of part ``j`` (each part its own sampling seed)."""
         o = self.options
         return dict(sampling_seed=seeding.part_seed(o["sampling_seed"], j), env_offset=offset, split=o["split"],
                     mode=o["mode"], k=o["k"], temperature=o["temperature"])
-
-
-class _WorkerHandle:
-    """One rollout worker as the pool sees it. :meth:`set_weights`, :meth:`sample`, :meth:`ping`, :meth:`sleep`,
-    :meth:`start_stream`, :meth:`stop_stream` and :meth:`close` make a call on the worker and return it (to pass to
-    :meth:`get`); :meth:`get` waits for its result, raising what the call raised. :meth:`died`, :meth:`dead`,
-    :meth:`restarted` and :meth:`kill` are about the worker's life: where they have a body here, it is what a
-    worker that cannot die does (the in-process one). The static methods prepare what a pool gives its workers
-    (:meth:`share`, :meth:`new_queue`, :meth:`drop_queue`) or wait for all of them at once."""
-
-    index: int  # the worker's place in the pool (0-based)
-
-    def set_weights(self, weights: Any, version: int) -> Any:
-        raise NotImplementedError
-
-    def sample(self, part: list[int], kwargs: dict[str, Any], *, background: bool = False) -> Any:
-        raise NotImplementedError
-
-    def ping(self) -> Any:
-        raise NotImplementedError
-
-    def sleep(self) -> Any:
-        raise NotImplementedError
-
-    def start_stream(self, out: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError
-
-    def stop_stream(self) -> Any:
-        raise NotImplementedError
-
-    def close(self) -> Any:
-        raise NotImplementedError
-
-    def get(self, call: Any, timeout: Optional[float] = None) -> Any:
-        raise NotImplementedError
-
-    def died(self, error: BaseException) -> bool:
-        """Whether ``error`` (raised by :meth:`get`) says the worker died (then :meth:`restarted` replaces it)."""
-        return False
-
-    def dead(self, timeout_s: float) -> Optional[Exception]:
-        """The error that says the worker died, or None when it answers (or is busy for ``timeout_s``)."""
-        return None
-
-    def restarted(self) -> "_WorkerHandle":
-        """A new worker in its place (this one killed)."""
-        raise RuntimeError(f"rollout worker {self.index + 1} cannot be restarted")
-
-    @staticmethod
-    def share(weights: Mapping[str, Mapping[str, Any]]) -> Any:
-        """The weights in the form each worker's :meth:`set_weights` takes."""
-        return weights
-
-    @staticmethod
-    def new_queue(size: int) -> Any:
-        """The bounded queue the workers' streams put finished envs into."""
-        return queue.Queue(maxsize=size)
-
-    @staticmethod
-    def drop_queue(q: Any) -> None:
-        """Free a stream's queue."""
-
-    @staticmethod
-    def wait_started(workers: Sequence["_WorkerHandle"], timeout_s: float) -> None:
-        """Wait (at most ``timeout_s``) until the workers run; else kill them and fail naming what is missing."""
-
-    @staticmethod
-    def wait_closed(calls: list, timeout_s: float) -> None:
-        """Wait (at most ``timeout_s``) for the workers' :meth:`close` calls, whatever they raise."""
-
-    def kill(self) -> None:
-        """End the worker (after :meth:`close`)."""
-
-
-def _ran(value: Any = None) -> concurrent.futures.Future:
-    """A call of the in-process worker that has run: a finished future of its result."""
-    done: concurrent.futures.Future = concurrent.futures.Future()
-    done.set_result(value)
-    return done
-
-
-class _InProcessWorker(_WorkerHandle):
-    """The one worker of a pool with ``n == 0``, in this process. Its calls run at once (their errors raise at
-    the call), but a sample: it runs when collected (:meth:`get`), or with ``background`` in a thread; weights
-    pushed while that thread samples are loaded before the next sample."""
-
-    def __init__(self, spec: WorkerSpec) -> None:
-        self.index = 0
-        self.worker = RolloutWorker(spec, 0)
-        self._executor: Optional[concurrent.futures.ThreadPoolExecutor] = None
-        self._lock = threading.Lock()
-        self._job: Optional[concurrent.futures.Future] = None  # the background sample
-        self._pending: Optional[tuple[Any, int]] = None  # weights pushed while it runs
-
-    def set_weights(self, weights: Any, version: int) -> concurrent.futures.Future:
-        with self._lock:
-            if self._job is not None and not self._job.done():
-                self._pending = (weights, version)  # taken before the next sample
-                return _ran(version)
-            self._pending = None
-            return _ran(self.worker.set_weights(weights, version))
-
-    def sample(self, part: list[int], kwargs: dict[str, Any], *, background: bool = False) -> Any:
-        if not background:
-            return lambda: self._sample(part, kwargs, idle=True)  # runs when collected
-        if self._executor is None:
-            self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="rollout")
-        with self._lock:
-            self._job = self._executor.submit(self._sample, part, kwargs)
-        return self._job
-
-    def _sample(self, part: list[int], kwargs: dict[str, Any], idle: bool = False) -> dict[str, Any]:
-        if idle and self._job is not None:
-            self._job.exception()  # a background sample first (it holds the worker), then its pending weights
-        with self._lock:
-            pending, self._pending = self._pending, None
-        if pending is not None:
-            self.worker.set_weights(*pending)
-        return self.worker.sample(part, **kwargs)
-
-    def ping(self) -> concurrent.futures.Future:
-        return _ran(self.worker.ping())
-
-    def sleep(self) -> concurrent.futures.Future:
-        self.worker.sleep()
-        return _ran()
-
-    def start_stream(self, out: Any, **kwargs: Any) -> concurrent.futures.Future:
-        return _ran(self.worker.start_stream(out, **kwargs))
-
-    def stop_stream(self) -> concurrent.futures.Future:
-        return _ran(self.worker.stop_stream())
-
-    def close(self) -> concurrent.futures.Future:
-        if self._executor is not None:
-            self._executor.shutdown(wait=True, cancel_futures=True)
-            self._executor = None
-        self.worker.close()
-        return _ran()
-
-    def get(self, call: Any, timeout: Optional[float] = None) -> Any:
-        if isinstance(call, concurrent.futures.Future):
-            return call.result(timeout)
-        return call()
-
-
-class _ActorWorker(_WorkerHandle):
-    """A Ray actor running a :class:`~.rollout_worker.RolloutWorker` (its worker index is ``index + 1``); its calls
-    return ``ObjectRef`` s and run in order on the actor."""
-
-    def __init__(self, spec: WorkerSpec, index: int, num_cpus: float, num_gpus: float) -> None:
-        import ray
-
-        self.spec, self.index, self.num_cpus, self.num_gpus = spec, index, num_cpus, num_gpus
-        self.actor: Any = ray.remote(RolloutWorker).options(num_cpus=num_cpus, num_gpus=num_gpus, max_restarts=0,
-                                                       name=None).remote(spec, index + 1)
-
-    def set_weights(self, weights: Any, version: int) -> Any:
-        return self.actor.set_weights.remote(weights, version)
-
-    def sample(self, part: list[int], kwargs: dict[str, Any], *, background: bool = False) -> Any:
-        return self.actor.sample.remote(part, **kwargs)  # an actor always samples beside the driver
-
-    def ping(self) -> Any:
-        return self.actor.ping.remote()
-
-    def sleep(self) -> Any:
-        return self.actor.sleep.remote()
-
-    def start_stream(self, out: Any, **kwargs: Any) -> Any:
-        return self.actor.start_stream.remote(out, **kwargs)
-
-    def stop_stream(self) -> Any:
-        return self.actor.stop_stream.remote()
-
-    def close(self) -> Any:
-        return self.actor.close.remote()
-
-    def get(self, call: Any, timeout: Optional[float] = None) -> Any:
-        import ray
-
-        return ray.get(call, timeout=timeout)
-
-    def died(self, error: BaseException) -> bool:
-        from ray.exceptions import RayActorError
-
-        return isinstance(error, RayActorError)
-
-    def dead(self, timeout_s: float) -> Optional[Exception]:
-        from ray.exceptions import GetTimeoutError, RayActorError
-
-        try:
-            self.get(self.ping(), timeout=timeout_s)
-        except GetTimeoutError:
-            return None  # alive but busy
-        except RayActorError as e:
-            return e
-        return None
-
-    def restarted(self) -> "_ActorWorker":
-        self.kill()
-        return _ActorWorker(self.spec, self.index, self.num_cpus, self.num_gpus)
-
-    def kill(self) -> None:
-        import ray
-
-        try:
-            ray.kill(self.actor)
-        except Exception:
-            pass
-
-    @staticmethod
-    def share(weights: Mapping[str, Mapping[str, Any]]) -> Any:
-        import ray
-
-        return ray.put(dict(weights))  # one copy in the object store for every actor
-
-    @staticmethod
-    def new_queue(size: int) -> Any:
-        from ray.util.queue import Queue
-
-        return Queue(maxsize=size, actor_options={"num_cpus": 0})
-
-    @staticmethod
-    def drop_queue(q: Any) -> None:
-        q.shutdown(force=True)
-
-    @staticmethod
-    def wait_started(workers: Sequence[_WorkerHandle], timeout_s: float) -> None:
-        import ray
-        from ray.exceptions import GetTimeoutError
-
-        refs = [w.ping() for w in workers]
-        ready, pending = ray.wait(refs, num_returns=len(refs), timeout=timeout_s)
-        if not pending:
-            ray.get(ready)
-            return
-        avail = ray.available_resources()
-        total = ray.cluster_resources()
-        for w in workers:
-            w.kill()
-        first = workers[0]
-        assert isinstance(first, _ActorWorker)
-        each = {"CPU": first.num_cpus, "GPU": first.num_gpus}
-        want = ", ".join(f"{v:g} {k}" for k, v in each.items() if v)
-        raise GetTimeoutError(
-            f"{len(pending)} of {len(refs)} rollout workers did not start within rollout.start_timeout_s="
-            f"{timeout_s:g}s. Each needs {want or 'no resources'} (rollout.num_cpus_per_rollout_worker "
-            f"/ num_gpus_per_rollout_worker); the cluster has CPU {avail.get('CPU', 0):g} free of "
-            f"{total.get('CPU', 0):g}, "
-            f"GPU {avail.get('GPU', 0):g} free of {total.get('GPU', 0):g}. Free or add resources, or lower "
-            "rollout.num_rollout_actors. (A worker's start also loads its models and, with rollout.static_cache "
-            "on a GPU and rollout.warmup, compiles decoding: ~1-3 min per model; raise rollout.start_timeout_s "
-            "if the resources are there.)")
-
-    @staticmethod
-    def wait_closed(calls: list, timeout_s: float) -> None:
-        import ray
-
-        try:  # let each free its backend (vLLM engines, their files)
-            ray.wait(calls, num_returns=len(calls), timeout=timeout_s)
-        except Exception:
-            pass
 
 
 class RolloutWorkerPool:
@@ -323,20 +56,20 @@ class RolloutWorkerPool:
         self.start_timeout_s = float(start_timeout_s)
         self.max_restarts = int(max_restarts)
         self.num_restarts = 0
-        #: the last pushed weights as the actors take them (_WorkerHandle.share), for an actor restarted later;
+        #: the last pushed weights as the actors take them (WorkerHandle.share), for an actor restarted later;
         #: None with the in-process worker, which cannot be restarted (no second copy of the weights kept)
         self._weights: Any = None
         self._version = 0
         #: (index, worker, its set_weights call) not waited for yet
-        self._pending_sets: list[tuple[int, _WorkerHandle, Any]] = []
+        self._pending_sets: list[tuple[int, WorkerHandle, Any]] = []
         self.stream_queue: Any = None  # the bounded queue of a running stream (start_stream)
         self._stream_kwargs: dict[str, Any] = {}  # its start_stream keywords (a restarted actor resumes with them)
         #: streaming: worker index -> env_idx of the last env the learner took from it (where a restarted one resumes)
         self.stream_taken: dict[int, int] = {}
-        self._form: type[_WorkerHandle] = _InProcessWorker if self.num_workers == 0 else _ActorWorker
-        self.workers: list[_WorkerHandle] = (
-            [_InProcessWorker(spec)] if self.num_workers == 0 else
-            [_ActorWorker(spec, i, num_cpus, num_gpus) for i in range(self.num_workers)])
+        self._form: type[WorkerHandle] = InProcessWorker if self.num_workers == 0 else ActorWorker
+        self.workers: list[WorkerHandle] = (
+            [InProcessWorker(spec)] if self.num_workers == 0 else
+            [ActorWorker(spec, i, num_cpus, num_gpus) for i in range(self.num_workers)])
         self._form.wait_started(self.workers, self.start_timeout_s)
 
     @classmethod
@@ -349,12 +82,12 @@ class RolloutWorkerPool:
     @property
     def local(self) -> Optional[RolloutWorker]:
         """The in-process worker (``num_workers == 0``), else None."""
-        return next((w.worker for w in self.workers if isinstance(w, _InProcessWorker)), None)
+        return next((w.worker for w in self.workers if isinstance(w, InProcessWorker)), None)
 
     @property
     def actors(self) -> list:
         """The Ray actors (``num_workers > 0``), in worker order."""
-        return [w.actor for w in self.workers if isinstance(w, _ActorWorker)]
+        return [w.actor for w in self.workers if isinstance(w, ActorWorker)]
 
     def sync_weights(self, weights: Mapping[str, Mapping[str, Any]], *, wait: bool = True) -> int:
         """Push the learner's (trainable) weights to every worker's generation backend; returns their version.
@@ -364,7 +97,7 @@ class RolloutWorkerPool:
         (a dead actor: restarted with these weights) surface at the next :meth:`collect`."""
         self._version += 1
         shared = self._form.share(weights)
-        self._weights = shared if self._form is _ActorWorker else None
+        self._weights = shared if self._form is ActorWorker else None
         for i in range(len(self.workers)):
             if wait:
                 self._call_with_restart(i, methodcaller("set_weights", shared, self._version))
@@ -404,7 +137,7 @@ class RolloutWorkerPool:
             worker.get(self._start_stream(i, self._stream_kwargs["first"] + i if last is None
                                           else last + len(self.workers)))
 
-    def _get_or_restart(self, i: int, worker: _WorkerHandle, call: Any) -> tuple[bool, Any]:
+    def _get_or_restart(self, i: int, worker: WorkerHandle, call: Any) -> tuple[bool, Any]:
         """``(True, result)`` of a call made on ``worker`` (worker ``i``), or ``(False, None)`` when it
         died: it is restarted (with the latest weights) unless it has been since, so one death costs one
         restart whatever number of its calls fail."""
@@ -417,7 +150,7 @@ class RolloutWorkerPool:
                 self._restart(i, e)
             return False, None
 
-    def _call_with_restart(self, i: int, call: Callable[[_WorkerHandle], Any]) -> Any:
+    def _call_with_restart(self, i: int, call: Callable[[WorkerHandle], Any]) -> Any:
         """``call(worker i)``'s result, restarting the worker and calling again each time it died."""
         while True:
             ok, value = self._get_or_restart(i, self.workers[i], call(self.workers[i]))

@@ -64,6 +64,7 @@ print("after build", installed() == ([n for n, _, _ in quiet.NOISE], True))
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("asked", [False, True])
 def test_importing_the_worker_modules_installs_no_filter(asked, tmp_path):
     """Importing rollout_worker or rl_module leaves the process's logging and warnings alone, even where the

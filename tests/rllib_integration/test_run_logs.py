@@ -228,6 +228,7 @@ def test_one_closing_line(run):
                          "transcripts.jsonl")
 
 
+@pytest.mark.slow
 def test_eval_runs_without_ray_and_gives_what_ray_actors_give(run, monkeypatch):
     """The in-process eval plays the same greedy episodes as the rollout actors (everything but timings equal)."""
     from rllib_integration import cli

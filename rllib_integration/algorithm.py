@@ -153,14 +153,13 @@ class ATGRPO(Algorithm):
 
     # -- setup ----------------------------------------------------------------------------
     def setup(self, config: AlgorithmConfig) -> None:  # type: ignore[override]  # RLlib's own signature
-        # Algorithm.setup would build RLlib EnvRunners, which step gym-style envs with RLModule
-        # forward passes; LLM teams are sampled by our rollout workers instead.
+        """The run's parts in order: Ray (where actors run), the policies and their learners, the rollout workers
+        and the pipeline that feeds the learner, the warm start, the run's tallies and RLlib's metrics. (Algorithm.setup
+        would build RLlib EnvRunners, which step gym-style envs with RLModule forward passes; LLM teams are sampled
+        by our rollout workers instead.)"""
         import torch
 
         from ray.rllib.utils import force_list
-
-        from .rollout_pool import RolloutWorkerPool
-        from .rollout_worker import WorkerSpec
 
         cfg: ATGRPOConfig = self.config
         if int(cfg.num_rollout_actors) > 0 or int(cfg.num_learners) > 0:
@@ -168,19 +167,41 @@ class ATGRPO(Algorithm):
         torch.set_num_threads(max(1, int(cfg.torch_threads)))
         self.callbacks = [cls() for cls in force_list(cfg.callbacks_class)]
         _rllib.no_env_runners(self)
+        probe = self._set_up_policies(cfg)
+        self._set_up_rollouts(cfg, probe)
+        self._set_up_warm_start(cfg)
+        self._totals: defaultdict[str, float] = defaultdict(float)
+        # iterations in a row in which every group had zero reward variance, or a role got no samples
+        self._signal = LearningSignalWatch(agents=self._agents)
+        # RLlib types foreach_learner's func as (learner, kwargs) -> T; it calls func(learner, **kwargs)
+        self._param_counts = next(iter(self.learner_group.foreach_learner(count_params))).get()  # type: ignore[arg-type]
+        _rllib.set_up_metrics(self)  # RLlib's Ray (Prometheus) metrics used by Algorithm.train()/log_result()
+        from ray.rllib.callbacks.utils import make_callback
 
+        make_callback("on_algorithm_init", self.callbacks, cfg.callbacks_on_algorithm_init,
+                      kwargs=dict(algorithm=self, metrics_logger=self.metrics))
+
+    def _set_up_policies(self, cfg: ATGRPOConfig) -> Any:
+        """The env's agents and their policies (the RLModule spec, the policy mapping), each role's metrics, and the
+        learner group. Returns the probe env :func:`policy_module_spec` built."""
         self._module_spec, mapping, setup = policy_module_spec(cfg)
-        entry, probe = setup.entry, setup.probe
         self._agents = setup.agents
         # each role's own correctness in evaluations (roles/*): the task's role_metrics(samples) hook if its env
         # class has one, else the tool -> executor rule of the grid tasks (core.metrics.role_correctness)
-        hook = getattr(getattr(probe, "unwrapped", probe), "role_metrics", None)
+        hook = getattr(getattr(setup.probe, "unwrapped", setup.probe), "role_metrics", None)
         self._role_metrics = hook if callable(hook) else role_correctness
-        self._env_entry = entry
+        self._env_entry = setup.entry
         self._mapping, self._policy_ids_, self._specs = mapping, setup.policy_ids, setup.specs
         self.learner_group = cfg.build_learner_group(rl_module_spec=self._module_spec)
+        return setup.probe
 
-        self._worker_spec = WorkerSpec.of_config(cfg, entry, probe, self._specs, mapping)
+    def _set_up_rollouts(self, cfg: ATGRPOConfig, probe: Any) -> None:
+        """The rollout workers with the learner's weights, and the pipeline that feeds their batches to the
+        learner (streaming or not)."""
+        from .rollout_pool import RolloutWorkerPool
+        from .rollout_worker import WorkerSpec
+
+        self._worker_spec = WorkerSpec.of_config(cfg, self._env_entry, probe, self._specs, self._mapping)
         self.rollout_workers = RolloutWorkerPool.of_config(self._worker_spec, cfg)
         self._sync_weights()
         final = cfg.evaluation_final_iteration  # 1-based; the pipeline counts from 0
@@ -194,33 +215,30 @@ class ATGRPO(Algorithm):
         else:
             self._pipeline = RolloutPipeline(self.rollout_workers, int(cfg.max_staleness), self._submit_sampling,
                                              last_iteration=last)
+
+    def _set_up_warm_start(self, cfg: ATGRPOConfig) -> None:
+        """The warm start (``warm_start.episodes`` > 0, not when restoring): now, or in a Tune trial at the first
+        step (a restore cancels it)."""
         self.warm_start_metrics: Optional[dict[str, Any]] = None
         self._warm_start_reported = False
         self._pending_warm_start: Optional[Callable[[], dict[str, Any]]] = None
-        if int(cfg.warm_start.get("episodes", 0)) > 0 and not _RESTORING.get():
-            def warm() -> dict[str, Any]:
-                return run_warm_start(
-                    cfg, env_entry=entry, env_config=self._worker_spec.env_config, learner_group=self.learner_group,
-                    mapping=dict(mapping), model_paths={pid: s.model_path for pid, s in self._specs.items()},
-                    evaluate=self.evaluate, sync_weights=self._sync_weights)
+        if int(cfg.warm_start.get("episodes", 0)) <= 0 or _RESTORING.get():
+            return
 
-            if _rllib.tune_storage(self):
-                # a Tune trial: Tune may restore a checkpoint into it next (Tuner.restore, a failed trial
-                # retried), whose weights are warm-started already; so the warm start waits for the first step,
-                # and a restore cancels it (set_state)
-                self._pending_warm_start = warm
-            else:
-                self.warm_start_metrics = warm()
-        self._totals: defaultdict[str, float] = defaultdict(float)
-        # iterations in a row in which every group had zero reward variance, or a role got no samples
-        self._signal = LearningSignalWatch(agents=self._agents)
-        # RLlib types foreach_learner's func as (learner, kwargs) -> T; it calls func(learner, **kwargs)
-        self._param_counts = next(iter(self.learner_group.foreach_learner(count_params))).get()  # type: ignore[arg-type]
-        _rllib.set_up_metrics(self)  # RLlib's Ray (Prometheus) metrics used by Algorithm.train()/log_result()
-        from ray.rllib.callbacks.utils import make_callback
+        def warm() -> dict[str, Any]:
+            return run_warm_start(
+                cfg, env_entry=self._env_entry, env_config=self._worker_spec.env_config,
+                learner_group=self.learner_group, mapping=dict(self._mapping),
+                model_paths={pid: s.model_path for pid, s in self._specs.items()},
+                evaluate=self.evaluate, sync_weights=self._sync_weights)
 
-        make_callback("on_algorithm_init", self.callbacks, cfg.callbacks_on_algorithm_init,
-                      kwargs=dict(algorithm=self, metrics_logger=self.metrics))
+        if _rllib.tune_storage(self):
+            # a Tune trial: Tune may restore a checkpoint into it next (Tuner.restore, a failed trial
+            # retried), whose weights are warm-started already; so the warm start waits for the first step,
+            # and a restore cancels it (set_state)
+            self._pending_warm_start = warm
+        else:
+            self.warm_start_metrics = warm()
 
     @classmethod
     def from_checkpoint(cls, path: Any, filesystem: Any = None, *, config: Optional[AlgorithmConfig] = None,

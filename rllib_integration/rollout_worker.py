@@ -125,8 +125,9 @@ def with_sandbox(env_config: Mapping[str, Any], kind: str) -> dict:
     """``env_config`` with the ``sandbox``/``sandbox_limits`` env arguments for ``rollout.sandbox: kind``.
 
     ``warm``: the bwrap fork-server pool (``sandbox="bwrap", sandbox_limits={"warm": True, ...}``),
-    or ``"auto"`` with a warning where bubblewrap does not work; ``cold``: ``"auto"`` (a fresh
-    bwrap sandbox per run, the envs' own default); ``docker``/``local``: that backend. A
+    or ``"auto"`` with a warning where bubblewrap does not work (which then raises
+    ``SandboxUnavailable`` when an env first runs a program: ``auto`` never becomes ``local``);
+    ``cold``: ``"auto"`` (a fresh bwrap sandbox per run, the envs' own default); ``docker``/``local``: that backend. A
     ``sandbox`` given in ``env_config`` itself wins. Only for envs that take ``sandbox=``
     (every :class:`llm_marl_envs.LLMTeamEnv`); the caller checks that.
     """
@@ -144,7 +145,7 @@ def with_sandbox(env_config: Mapping[str, Any], kind: str) -> dict:
             limits["warm"] = True
         else:
             logger.warning("rollout.sandbox=warm: bubblewrap does not work here, so the envs use "
-                           "sandbox='auto' (see docs/sandboxes.md)")
+                           "sandbox='auto', which refuses to run programs without isolation (see docs/sandboxes.md)")
             cfg["sandbox"] = "auto"
     else:
         cfg["sandbox"] = {"cold": "auto"}.get(kind, kind)

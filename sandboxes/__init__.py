@@ -2,10 +2,10 @@
 
 ``sandboxes.make(name, **limits)`` returns a :class:`Sandbox`; ``sandbox.run(code, ...)``
 returns an :class:`ExecutionResult`. Backends: ``bwrap`` (default), ``local`` (rlimits
-only, not isolation), ``docker``. ``make("auto")`` picks bwrap when it works, else local
-with a warning. A fault of the sandbox itself (a warm worker that died by no doing of the
-program) is retried on a fresh worker; if it persists, ``run`` raises
-:class:`SandboxInfrastructureError`, never a status.
+only, not isolation), ``docker``. ``make("auto")`` is bwrap; where bwrap cannot run, it
+raises :class:`SandboxUnavailable` (never ``local``, which runs only when named). A fault of
+the sandbox itself (a warm worker that died by no doing of the program) is retried on a
+fresh worker; if it persists, ``run`` raises :class:`SandboxInfrastructureError`, never a status.
 """
 
 from .base import (STATUSES, ExecutionResult, Limits, LimitError, Program, Sandbox, SandboxError,

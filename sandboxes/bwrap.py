@@ -85,8 +85,12 @@ def check_available(bwrap_path: str | None = None) -> None:
     bwrap = _find_bwrap(bwrap_path)
     ok, reason, _ = _probe(bwrap)
     if not ok:
-        raise SandboxUnavailable(f"the bwrap sandbox backend is unavailable: {reason}. To fix: {INSTALL_HINT}, "
+        exc = SandboxUnavailable(f"the bwrap sandbox backend is unavailable: {reason}. To fix: {INSTALL_HINT}, "
                                  "or pass bwrap_path=..., or use make('local') (not isolation) / make('docker')")
+        exc.reason = reason  # type: ignore[attr-defined]  # what make("auto") names
+        exc.missing = ("bubblewrap is not installed" if not os.access(bwrap, os.X_OK)  # type: ignore[attr-defined]
+                       else "bubblewrap cannot create its namespaces (user namespaces unavailable)")
+        raise exc
 
 
 def _system_binds() -> list[str]:

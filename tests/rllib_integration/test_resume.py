@@ -1,6 +1,7 @@
 """Runs survive (issue 31): ``llm-marl train`` stopped by a real SIGTERM/SIGINT resumes with ``--resume`` to the same
 results as an uninterrupted run, metrics and TensorBoard without duplicates; a second run on the same folder is
-refused at once; a run starts a Ray of its own; its own task modules travel with it (issue 33)."""
+refused at once; a run starts a Ray of its own; a bad task module is one line (that its own task modules
+travel with it, issue 33: test_user_tasks.py)."""
 
 import json
 import os
@@ -213,32 +214,8 @@ def test_resume_refuses_other_settings_and_a_folder_that_is_no_run(tmp_path, cap
 
 
 # ------------------------------------------------------------------ own tasks travel (issue 33)
-@pytest.mark.slow
-def test_a_relative_import_travels_to_eval_and_export_from_another_directory(tmp_path, tiny_train_args):
-    tasks = tmp_path / "tasks"
-    tasks.mkdir()
-    (tasks / "guess_task.py").write_text((HERE / "guess_task.py").read_text())
-    run = tmp_path / "runs" / "guess"
-    args = [*tiny_train_args, "--iterations", "1", "--set", "env.id=my_tasks/GuessNumber-v0",
-            "--set", "env.config={}", "--set", "policies={}"]
-    # the same module twice (two spellings): one import
-    proc = _cli(["train", "--output-dir", str(run), "--import", "guess_task.py", "--import", "./guess_task.py",
-                 *args], cwd=tasks)
-    out, err = proc.communicate(timeout=600)
-    assert proc.returncode == 0, err
-    import yaml
-
-    assert yaml.safe_load((run / "config.yaml").read_text())["env"]["modules"] == [str(tasks / "guess_task.py")]
-    elsewhere = tmp_path / "elsewhere"
-    elsewhere.mkdir()
-    proc = _cli(["eval", str(run), "--episodes", "2"], cwd=elsewhere)
-    out, err = proc.communicate(timeout=600)
-    assert proc.returncode == 0 and json.loads(out)["episodes"] == 2, err
-    proc = _cli(["export", str(run), str(tmp_path / "exported")], cwd=elsewhere)
-    out, err = proc.communicate(timeout=600)
-    assert proc.returncode == 0 and set(json.loads(out)) == {"guesser", "judge"}, err
-
-
+# a relative --import travelling to eval and export from another directory: test_user_tasks.py's
+# test_cli_trains_user_task_from_relative_imports_then_eval_and_export_from_another_directory
 def test_a_bad_import_is_one_line(tmp_path, capsys, heavy_steps):
     from rllib_integration.cli import main
 

@@ -1,6 +1,7 @@
 """Runs survive (issue 31): ``llm-marl train`` stopped by a real SIGTERM/SIGINT resumes with ``--resume`` to the same
 results as an uninterrupted run, metrics and TensorBoard without duplicates; a second run on the same folder is
-refused at once; a run starts a Ray of its own; its own task modules travel with it (issue 33)."""
+refused at once; a run starts a Ray of its own; a bad task module is one line (that its own task modules
+travel with it, issue 33: test_user_tasks.py)."""
 
 import json
 import os
@@ -132,18 +133,29 @@ def _hooked(args=(), **env):
 
 
 @pytest.mark.slow
-def test_sigterm_at_each_moment_of_a_run_on_ray_is_one_line_and_exit_143_and_resume_goes_on(tmp_path,
-                                                                                              tiny_train_args):
+def test_sigterm_at_each_moment_of_a_run_on_its_own_ray_where_a_dead_cluster_is_recorded_is_one_line_and_exit_143_and_resume_goes_on(  # noqa: E501
+        tmp_path, tiny_train_args):
     """Issue 40: Ray's start puts SIGTERM handlers of its own in the driver (ray.init's Python one exits 15; the core
     worker's fatal-signal handler prints a stack dump and aborts 3 s later); the run's must win at every moment. One
     run directory is stopped by a real SIGTERM, sent by hooked_cli.py at a precise moment: while sampling, as Ray's
     start returns (a resume), as the learner update begins, half-way through the final checkpoint's write. Each time:
     exit 143 and only the one line; each resume goes on from the checkpoint named; the last stop lets the write end
-    (the run is then complete, every iteration once). The runs are ``llm-marl`` one after the other in one process
-    (each starts and stops its own Ray). Before the fix the first stop ended in Ray's handler: "SIGTERM received", a
-    stack dump, exit 134 (SIGABRT)."""
+    (the run is then complete, every iteration once, its final checkpoint marked complete). The runs are
+    ``llm-marl`` one after the other in one process (each starts and stops its own Ray). Before the fix the first stop
+    ended in Ray's handler: "SIGTERM received", a stack dump, exit 134 (SIGABRT).
+
+    Issue 31, meanwhile: Ray's temp dir holds a ``ray_current_cluster`` naming a cluster that is gone (a stale file,
+    there through every run): a plain ``ray.init()`` would try to join it; each run starts a local Ray of its own and
+    trains (the fresh run and each resume)."""
+    import shutil
+    import tempfile
+
     from rllib_integration.checkpoints import verify
 
+    raytmp = Path(tempfile.mkdtemp(prefix="rt", dir="/tmp"))  # short: Ray's socket paths live under it
+    recorded = raytmp / "ray" / "ray_current_cluster"
+    recorded.parent.mkdir()
+    recorded.write_text("127.0.0.1:9\n")  # nothing answers there
     run = tmp_path / "run"
     resume = ["train", "--resume", str(run), "--quiet"]
     fresh = ["train", "--output-dir", str(run), *tiny_train_args, "--iterations", "4",
@@ -153,13 +165,19 @@ def test_sigterm_at_each_moment_of_a_run_on_ray_is_one_line_and_exit_143_and_res
             ("ray-start", resume, "llm-marl: stopped by SIGTERM during set-up; resume with:"),
             ("update:3", resume, f"{at} 3 with:"),
             ("checkpoint:final", resume, f"{at} 4 with:")]
-    proc = _hooked(RUNS=json.dumps([[stop_at, args] for stop_at, args, _ in runs]))
-    _, err = proc.communicate(timeout=1200)
+    proc = _hooked(RUNS=json.dumps([[stop_at, args] for stop_at, args, _ in runs]), RAY_TMPDIR=str(raytmp))
+    try:
+        _, err = proc.communicate(timeout=1200)
+        still_recorded = recorded.read_text() if recorded.is_file() else None
+    finally:
+        shutil.rmtree(raytmp, ignore_errors=True)
     expected = "".join(f"hooked_cli: run {i}\n{line} llm-marl train --resume {run}\nhooked_cli: run {i} exit 143\n"
                        for i, (_, _, line) in enumerate(runs))
     assert (proc.returncode, err) == (0, expected), err[-3000:]
+    assert still_recorded == "127.0.0.1:9\n"  # every run started with the dead cluster recorded
     assert [r["training_iteration"] for r in _rows(run)] == [1, 2, 3, 4]
     assert verify(run / "checkpoint")["iteration"] == 4
+    assert (run / "checkpoint" / "COMPLETE.json").is_file()
 
 
 def test_of_two_runs_on_one_folder_the_first_started_wins(tmp_path, tiny_train_args):
@@ -213,32 +231,8 @@ def test_resume_refuses_other_settings_and_a_folder_that_is_no_run(tmp_path, cap
 
 
 # ------------------------------------------------------------------ own tasks travel (issue 33)
-@pytest.mark.slow
-def test_a_relative_import_travels_to_eval_and_export_from_another_directory(tmp_path, tiny_train_args):
-    tasks = tmp_path / "tasks"
-    tasks.mkdir()
-    (tasks / "guess_task.py").write_text((HERE / "guess_task.py").read_text())
-    run = tmp_path / "runs" / "guess"
-    args = [*tiny_train_args, "--iterations", "1", "--set", "env.id=my_tasks/GuessNumber-v0",
-            "--set", "env.config={}", "--set", "policies={}"]
-    # the same module twice (two spellings): one import
-    proc = _cli(["train", "--output-dir", str(run), "--import", "guess_task.py", "--import", "./guess_task.py",
-                 *args], cwd=tasks)
-    out, err = proc.communicate(timeout=600)
-    assert proc.returncode == 0, err
-    import yaml
-
-    assert yaml.safe_load((run / "config.yaml").read_text())["env"]["modules"] == [str(tasks / "guess_task.py")]
-    elsewhere = tmp_path / "elsewhere"
-    elsewhere.mkdir()
-    proc = _cli(["eval", str(run), "--episodes", "2"], cwd=elsewhere)
-    out, err = proc.communicate(timeout=600)
-    assert proc.returncode == 0 and json.loads(out)["episodes"] == 2, err
-    proc = _cli(["export", str(run), str(tmp_path / "exported")], cwd=elsewhere)
-    out, err = proc.communicate(timeout=600)
-    assert proc.returncode == 0 and set(json.loads(out)) == {"guesser", "judge"}, err
-
-
+# a relative --import travelling to eval and export from another directory: test_user_tasks.py's
+# test_cli_trains_user_task_from_relative_imports_then_eval_and_export_from_another_directory
 def test_a_bad_import_is_one_line(tmp_path, capsys, heavy_steps):
     from rllib_integration.cli import main
 
@@ -253,25 +247,8 @@ def test_a_bad_import_is_one_line(tmp_path, capsys, heavy_steps):
 
 
 # ------------------------------------------------------------------ Ray: a run's own
-@pytest.mark.slow
-def test_a_run_starts_its_own_ray_even_where_a_cluster_is_recorded(tmp_path, tiny_train_args):
-    """``ray_current_cluster`` names a cluster that is gone (a stale file): a plain ``ray.init()`` would try to
-    join it; the run starts a local Ray of its own and trains."""
-    import shutil
-    import tempfile
-
-    raytmp = Path(tempfile.mkdtemp(prefix="rt", dir="/tmp"))  # short: Ray's socket paths live under it
-    (raytmp / "ray").mkdir()
-    (raytmp / "ray" / "ray_current_cluster").write_text("127.0.0.1:9\n")
-    run = tmp_path / "run"
-    proc = _cli(["train", "--output-dir", str(run), *tiny_train_args, "--iterations", "1", "--set",
-                 "rollout.num_rollout_actors=1"], env={"RAY_TMPDIR": str(raytmp)})
-    try:
-        out, err = proc.communicate(timeout=600)
-    finally:
-        shutil.rmtree(raytmp, ignore_errors=True)
-    assert proc.returncode == 0, err
-    assert (run / "checkpoint" / "COMPLETE.json").is_file()
+# where a dead cluster is recorded: the runs of test_sigterm_at_each_moment_of_a_run_on_its_own_ray_... above
+# (the CLI), tests/rllib_integration/test_own_ray.py (build_algo)
 
 
 # ------------------------------------------------------------------ SIGKILL: no handler runs

@@ -397,21 +397,35 @@ def test_user_task_trains_on_a_two_node_cluster(guess_task, tiny):
 
 # ------------------------------------------------------------------ the CLI with --import, eval RUN_DIR, export
 @pytest.mark.slow
-def test_cli_trains_user_task_from_import_then_eval_and_export(tmp_path):
+def test_cli_trains_user_task_from_relative_imports_then_eval_and_export_from_another_directory(tmp_path):
+    """``llm-marl train configs/base.yaml --import`` a task file outside the repository (issue 33), one module
+    spelled three ways (``tasks/guess_task.py``, ``./tasks/guess_task.py`` relative to the working directory, and
+    its absolute path): one import, recorded in config.yaml as the absolute path. The run trains on a Ray rollout
+    worker, which gets the module only from the CLI's runtime_env (the working directory, which Ray puts on its
+    workers' path, does not hold it); it prints the iteration lines and the worker's progress bars for rollouts and
+    evaluation, none of the third-party messages a user reads as errors, and writes metrics rows 0..2 (the roles'
+    metrics in them) and TensorBoard events. ``eval`` and ``export``, each a fresh process run from another
+    directory, find run/checkpoint and import the task module that run/config.yaml names: eval plays 2 episodes,
+    export writes the run's one policy (its JSON names exactly it) and team.json maps both roles to it."""
+    import yaml
+
     task = tmp_path / "tasks" / "guess_task.py"  # a copy outside the repository, shipped by the CLI
     task.parent.mkdir()
     shutil.copy(TASK_FILE, task)
-    run = tmp_path / "run"
+    run = tmp_path / "runs" / "guess"
     env = {**os.environ, "PYTHONPATH": str(REPO), "RAY_ADDRESS": "", "OMP_NUM_THREADS": "1"}
     cli = [sys.executable, "-m", "rllib_integration.cli"]
+    # the same module three times (three spellings, two of them relative to cwd): one import
     proc = subprocess.run(
-        [*cli, "train", str(REPO / "configs" / "base.yaml"), "--import", str(task), "--set", f"env.id={GUESS}",
+        [*cli, "train", str(REPO / "configs" / "base.yaml"), "--import", "tasks/guess_task.py",
+         "--import", "./tasks/guess_task.py", "--import", str(task), "--set", f"env.id={GUESS}",
          "--num-cpus", "2", "--progress-bars",
          "--iterations", "2", "--output-dir", str(run), "--set", "rollout.num_rollout_actors=1",
          "--set", "rollout.envs_per_iteration=2", "--set", "sampling.k=2", "--set", "sampling.max_new_tokens=1",
          "--set", "evaluation.interval=2", "--set", "evaluation.num_episodes=2", "--set", "env.config={}"],
-        capture_output=True, text=True, env=env, timeout=500, cwd=tmp_path)
+        capture_output=True, text=True, env=env, timeout=600, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
+    assert yaml.safe_load((run / "config.yaml").read_text())["env"]["modules"] == [str(task)]
     assert "[iter   2/2]" in proc.stdout and "= rollout" in proc.stdout
     # progress inside iterations: the worker's bars (tqdm_ray), drawn by the driver, for rollouts and evaluation
     assert "rollout (worker 1, 2 envs)" in proc.stderr and "evaluation (worker 1, 2 envs)" in proc.stderr
@@ -423,14 +437,17 @@ def test_cli_trains_user_task_from_import_then_eval_and_export(tmp_path):
     assert [r["training_iteration"] for r in rows] == [0, 1, 2]
     assert "agents/guesser/valid_ratio" in rows[1]
     assert list(run.glob("events.out.tfevents.*")), sorted(p.name for p in run.iterdir())
-    # eval and export find run/checkpoint and import the task module named in run/config.yaml
+    # eval and export, from another directory, find run/checkpoint and import the task module named in config.yaml
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
     proc = subprocess.run([*cli, "eval", str(run), "--episodes", "2", "--num-cpus", "2"], capture_output=True,
-                          text=True, env=env, timeout=300, cwd=tmp_path)
+                          text=True, env=env, timeout=600, cwd=elsewhere)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert json.loads(proc.stdout)["episodes"] == 2
     proc = subprocess.run([*cli, "export", str(run), str(tmp_path / "exported")], capture_output=True, text=True,
-                          env=env, timeout=300, cwd=tmp_path)
+                          env=env, timeout=600, cwd=elsewhere)
     assert proc.returncode == 0, proc.stderr[-3000:]
+    assert set(json.loads(proc.stdout)) == {"shared"}  # the run's policies (base.yaml: one shared policy, L1)
     assert (tmp_path / "exported" / "shared" / "config.json").exists()
     team = json.loads((tmp_path / "exported" / "team.json").read_text())
     assert team["policy_mapping"] == {"guesser": "shared", "judge": "shared"}

@@ -1,7 +1,8 @@
 """examples/ are run by the tests (issue 34: a single readable file that trains a team with the Ray-free core).
 
-``examples/at_grpo_single_file.py`` runs here at a reduced size (2 iterations, 2 envs, K 4, a short warm start) in a
-subprocess, as a reader would run it; the full-size run's numbers are in benchmarks/RESULTS.md (Learning core).
+``examples/at_grpo_single_file.py`` runs here at a reduced size (2 iterations, 2 envs, K 4, the default warm start,
+2 evaluation episodes) in a subprocess, as a reader would run it; the full-size run's numbers are in
+benchmarks/RESULTS.md (Learning core).
 What is checked is what the file claims to do: it warm-starts, it samples groups, it takes optimizer steps on the
 informative ones (a step that moved no weight, or a run that never kept a group, fails), and it evaluates.
 """
@@ -24,7 +25,7 @@ EXAMPLE = ROOT / "examples" / "at_grpo_single_file.py"
 def test_single_file_example_trains_the_embedded_team(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "RAY_ADDRESS": ""}
     proc = subprocess.run([sys.executable, str(EXAMPLE), "--iterations", "2", "--envs-per-iteration", "2", "--k",
-                           "4", "--warm-start-episodes", "16", "--warm-start-epochs", "30", "--eval-episodes", "8",
+                           "4", "--warm-start-episodes", "16", "--warm-start-epochs", "30", "--eval-episodes", "2",
                            "--eval-every", "2"],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]

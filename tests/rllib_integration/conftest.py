@@ -58,6 +58,23 @@ def ray_session():
     ray.shutdown()
 
 
+@pytest.fixture(scope="module")
+def guess_task_ray():
+    """A local Ray instance for one test module whose workers import the test task ``my_tasks/GuessNumber-v0``
+    (guess_task.py): 2 CPUs, one OMP thread per worker. Its tests share one start (several seconds each)."""
+    from pathlib import Path
+
+    import ray
+
+    from rllib_integration.envs import task_runtime_env
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+             runtime_env=task_runtime_env([str(Path(__file__).resolve().parent / "guess_task.py")],
+                                          {"env_vars": {"OMP_NUM_THREADS": "1"}}))
+    yield ray
+    ray.shutdown()
+
+
 @pytest.fixture
 def heavy_steps(monkeypatch):
     """The expensive steps of starting a run, in order, as they happen: ``"load model"``

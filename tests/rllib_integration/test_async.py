@@ -84,22 +84,13 @@ def test_one_step_off_trains_on_samples_one_version_old_in_process(tiny):
 
 
 @pytest.mark.slow
-def test_k_step_off_with_a_ray_rollout_actor(tiny):
+def test_k_step_off_with_a_ray_rollout_actor(tiny, guess_task_ray):
     """max_staleness=2 with one Ray rollout actor: two batches in flight; the actor takes new weights between
     batches (its calls run in order), so a batch trained at iteration i was generated with weights at most two
     versions old; evaluation runs on the newest weights."""
-    import ray
-
-    from rllib_integration.envs import task_runtime_env
-
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,  # the actor imports the test task
-             runtime_env=task_runtime_env([str(TASK_FILE)], {"env_vars": {"OMP_NUM_THREADS": "1"}}))
-    try:
-        cfg = (config(tiny, max_staleness=2).rollouts(num_rollout_actors=1, num_cpus_per_rollout_worker=1)
-               .evaluation(evaluation_interval=4, evaluation_num_episodes=2))
-        results, _ = run(cfg, 4)
-    finally:
-        ray.shutdown()
+    cfg = (config(tiny, max_staleness=2).rollouts(num_rollout_actors=1, num_cpus_per_rollout_worker=1)
+           .evaluation(evaluation_interval=4, evaluation_num_episodes=2))
+    results, _ = run(cfg, 4)
     reports = [r["async"] for r in results]
     assert [r["staleness_max"] for r in reports] == [0, 1, 2, 2], reports
     assert all(r["in_flight"] == 2 and r["dropped_stale"] == 0 for r in reports), reports
@@ -107,37 +98,29 @@ def test_k_step_off_with_a_ray_rollout_actor(tiny):
 
 
 @pytest.mark.slow
-def test_one_dead_actor_costs_one_restart_with_batches_in_flight(tiny):
+def test_one_dead_actor_costs_one_restart_with_batches_in_flight(tiny, guess_task_ray):
     """One-step-off with one Ray actor that dies right after a batch is submitted to it, so the batch and the
     weight push queued behind it both fail: one new actor redoes the batch (the dead actor's failed push does not
     restart it a second time), and training goes on with staleness <= 1."""
     import types
 
-    import ray
-
-    from rllib_integration.envs import task_runtime_env
-
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
-             runtime_env=task_runtime_env([str(TASK_FILE)], {"env_vars": {"OMP_NUM_THREADS": "1"}}))
+    ray = guess_task_ray
+    algo = config(tiny, max_staleness=1).rollouts(num_rollout_actors=1).build_algo()
     try:
-        algo = config(tiny, max_staleness=1).rollouts(num_rollout_actors=1).build_algo()
-        try:
-            first = algo.train()
-            victim = algo.rollout_workers.actors[0]
+        first = algo.train()
+        victim = algo.rollout_workers.actors[0]
 
-            def sample_then_die(*args, **kwargs):
-                ref = victim.sample.remote(*args, **kwargs)
-                ray.kill(victim)
-                return ref
+        def sample_then_die(*args, **kwargs):
+            ref = victim.sample.remote(*args, **kwargs)
+            ray.kill(victim)
+            return ref
 
-            # the next batch (submitted during the next iteration) kills the actor; a push follows it
-            algo.rollout_workers.workers[0].actor = types.SimpleNamespace(
-                sample=types.SimpleNamespace(remote=sample_then_die), set_weights=victim.set_weights)
-            rest = [algo.train() for _ in range(3)]
-        finally:
-            algo.stop()
+        # the next batch (submitted during the next iteration) kills the actor; a push follows it
+        algo.rollout_workers.workers[0].actor = types.SimpleNamespace(
+            sample=types.SimpleNamespace(remote=sample_then_die), set_weights=victim.set_weights)
+        rest = [algo.train() for _ in range(3)]
     finally:
-        ray.shutdown()
+        algo.stop()
     assert first["num_rollout_worker_restarts"] == 0
     assert [r["num_rollout_worker_restarts"] for r in rest] == [0, 1, 1]
     assert all(r["async"]["staleness_max"] <= 1 and r["num_updates"] > 0 for r in rest), [r["async"] for r in rest]

@@ -135,9 +135,12 @@ def test_tune_trial_waiting_for_held_resources_warns_then_runs(ray2, tiny, tmp_p
     what the trial needs and what is free; once the CPUs are freed the trial runs."""
     import ray
 
-    from rllib_integration import resources
+    from rllib_integration import placement, resources
 
+    # check_trial_placement reads the threshold it imported from resources: patch both names, else (placement
+    # imported by an earlier test) the warning waits the real 60 s
     monkeypatch.setattr(resources, "PENDING_WARN_S", 1.0)
+    monkeypatch.setattr(placement, "PENDING_WARN_S", 1.0)
     caplog.set_level(logging.WARNING, logger="rllib_integration.resources")
 
     @ray.remote(num_cpus=2)

@@ -176,33 +176,25 @@ def test_backpressure_bounds_the_queue_in_process(tiny):
 
 
 @pytest.mark.slow
-def test_streaming_with_a_ray_rollout_actor(tiny):
+def test_streaming_with_a_ray_rollout_actor(tiny, guess_task_ray):
     """One Ray rollout actor streaming into a ``ray.util.queue.Queue`` of one env: groups whole, staleness <= 1,
     the queue bounds what the actor runs ahead (backpressure), evaluation runs beside the stream and after the
     run's last batch the stream is stopped."""
-    import ray
-
-    from rllib_integration.envs import task_runtime_env
-
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,  # the actor imports the test task
-             runtime_env=task_runtime_env([str(TASK_FILE)], {"env_vars": {"OMP_NUM_THREADS": "1"}}))
+    ray = guess_task_ray  # the actor imports the test task
     batches: list = []
+    cfg = (config(tiny, batches, envs=2, streaming=True, max_staleness=1, stream_queue_size=1)
+           .rollouts(num_rollout_actors=1, num_cpus_per_rollout_worker=1)
+           .evaluation(evaluation_interval=2, evaluation_num_episodes=2, evaluation_final_iteration=4))
+    algo = cfg.build_algo()
     try:
-        cfg = (config(tiny, batches, envs=2, streaming=True, max_staleness=1, stream_queue_size=1)
-               .rollouts(num_rollout_actors=1, num_cpus_per_rollout_worker=1)
-               .evaluation(evaluation_interval=2, evaluation_num_episodes=2, evaluation_final_iteration=4))
-        algo = cfg.build_algo()
-        try:
-            results = [algo.train()]
-            actor = algo.rollout_workers.actors[0]
-            paused = _wait_paused(lambda: ray.get(actor.stream_stats.remote()))
-            assert paused["emitted"] == 2 + 1 and algo.rollout_workers.stream_queue.qsize() == 1, paused
-            results += [algo.train() for _ in range(3)]
-            assert algo.rollout_workers.stream_queue is None  # stopped after the last iteration's batch
-        finally:
-            algo.stop()
+        results = [algo.train()]
+        actor = algo.rollout_workers.actors[0]
+        paused = _wait_paused(lambda: ray.get(actor.stream_stats.remote()))
+        assert paused["emitted"] == 2 + 1 and algo.rollout_workers.stream_queue.qsize() == 1, paused
+        results += [algo.train() for _ in range(3)]
+        assert algo.rollout_workers.stream_queue is None  # stopped after the last iteration's batch
     finally:
-        ray.shutdown()
+        algo.stop()
     assert_groups_whole(batches)
     reports = [r["async"] for r in results]
     assert all(r["envs"] == 2 and r["staleness_max"] <= 1 and r["dropped_stale"] == 0 for r in reports), reports
@@ -210,29 +202,21 @@ def test_streaming_with_a_ray_rollout_actor(tiny):
 
 
 @pytest.mark.slow
-def test_a_dead_streaming_actor_is_restarted_and_resumes(tiny):
+def test_a_dead_streaming_actor_is_restarted_and_resumes(tiny, guess_task_ray):
     """The rollout actor dies while streaming: when the queue stays empty, the learner finds it dead, starts a
     new one (one restart, the latest weights) whose stream resumes after the last env taken, and training goes on
     with whole groups, no env twice."""
-    import ray
-
-    from rllib_integration.envs import task_runtime_env
-
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
-             runtime_env=task_runtime_env([str(TASK_FILE)], {"env_vars": {"OMP_NUM_THREADS": "1"}}))
+    ray = guess_task_ray
     batches: list = []
+    algo = (config(tiny, batches, envs=2, streaming=True, max_staleness=1).rollouts(num_rollout_actors=1)
+            .build_algo())
+    algo._pipeline.check_s = 1.0  # look for a dead actor after 1 s without a finished env (default 10 s)
     try:
-        algo = (config(tiny, batches, envs=2, streaming=True, max_staleness=1).rollouts(num_rollout_actors=1)
-                .build_algo())
-        algo._pipeline.check_s = 1.0  # look for a dead actor after 1 s without a finished env (default 10 s)
-        try:
-            results = [algo.train()]
-            ray.kill(algo.rollout_workers.actors[0])
-            results += [algo.train() for _ in range(2)]
-        finally:
-            algo.stop()
+        results = [algo.train()]
+        ray.kill(algo.rollout_workers.actors[0])
+        results += [algo.train() for _ in range(2)]
     finally:
-        ray.shutdown()
+        algo.stop()
     assert [r["num_rollout_worker_restarts"] for r in results] == [0, 1, 1]
     assert_groups_whole(batches)
     assert all(r["async"]["envs"] == 2 and r["async"]["staleness_max"] <= 1 for r in results), results
